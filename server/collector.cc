@@ -1,0 +1,337 @@
+#include "server/collector.h"
+
+#include <condition_variable>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "server/validation.h"
+#include "spdlog/spdlog.h"
+#include "storage/keys.h"
+#include "tensor/dtype.h"
+#include "tensor/histogram.h"
+#include "tensor/reductions.h"
+
+namespace tensorkeep {
+
+Collector::Collector(const CollectorOptions& options, TensorStore* store)
+    : options_(options), store_(store) {}
+
+Collector::~Collector() { committer_.reset(); }
+
+absl::StatusOr<std::unique_ptr<Collector>> Collector::Create(const CollectorOptions& options,
+                                                             TensorStore* store) {
+  std::unique_ptr<Collector> c(new Collector(options, store));
+  TK_RETURN_IF_ERROR(c->Recover());
+  return c;
+}
+
+absl::Status Collector::Recover() {
+  std::map<std::string, storage::TrialMeta> trial_meta;
+  std::map<std::pair<std::string, std::string>, storage::WorkerMeta> worker_meta;
+  absl::Status bad;
+  auto corrupt = [&](absl::string_view what) {
+    bad = absl::DataLossError(absl::StrCat("corrupt ", what, " entry in the database"));
+    return false;
+  };
+
+  TK_RETURN_IF_ERROR(
+      store_->Scan(FamilyPrefix(KeyFamily::kTrial), [&](std::string_view k, std::string_view v) {
+        KeyReader r(k);
+        KeyFamily f;
+        std::string_view trial;
+        storage::TrialMeta meta;
+        if (!r.Family(&f) || !r.Str(&trial) || !meta.ParseFromArray(v.data(), v.size())) {
+          return corrupt("trial");
+        }
+        trial_meta[std::string(trial)] = meta;
+        return true;
+      }));
+  TK_RETURN_IF_ERROR(bad);
+  for (const auto& [name, meta] : trial_meta) {
+    auto trial = std::make_shared<Trial>(name);
+    TrialUpdate u;
+    u.num_workers = meta.num_workers();
+    trial->ApplyQuietly(u);
+    trials_[name] = trial;
+  }
+  auto trial_of = [&](std::string_view name) -> Trial* {
+    auto it = trials_.find(std::string(name));
+    return it == trials_.end() ? nullptr : it->second.get();
+  };
+
+  uint64_t records = 0;
+  TK_RETURN_IF_ERROR(
+      store_->Scan(FamilyPrefix(KeyFamily::kTensor), [&](std::string_view k, std::string_view v) {
+        KeyReader r(k);
+        KeyFamily f;
+        std::string_view trial, name, worker;
+        uint64_t step;
+        v1::TensorRecord meta;
+        if (!r.Family(&f) || !r.Str(&trial) || !r.Str(&name) || !r.U64(&step) ||
+            !r.Str(&worker) || !meta.ParseFromArray(v.data(), v.size())) {
+          return corrupt("tensor index");
+        }
+        Trial* t = trial_of(trial);
+        if (t == nullptr) return corrupt("tensor index (unknown trial)");
+        TrialUpdate u;
+        u.worker = std::string(worker);
+        IndexedRecord rec;
+        rec.name = std::string(name);
+        rec.step = step;
+        rec.mode = meta.mode();
+        rec.mode_step = meta.mode_step();
+        rec.collections.assign(meta.collections().begin(), meta.collections().end());
+        u.records.push_back(std::move(rec));
+        t->ApplyQuietly(u);
+        if (++records % 1000000 == 0) spdlog::info("recovery: {} tensor records indexed", records);
+        return true;
+      }));
+  TK_RETURN_IF_ERROR(bad);
+
+  TK_RETURN_IF_ERROR(
+      store_->Scan(FamilyPrefix(KeyFamily::kWorker), [&](std::string_view k, std::string_view v) {
+        KeyReader r(k);
+        KeyFamily f;
+        std::string_view trial, worker;
+        storage::WorkerMeta meta;
+        if (!r.Family(&f) || !r.Str(&trial) || !r.Str(&worker) ||
+            !meta.ParseFromArray(v.data(), v.size())) {
+          return corrupt("worker");
+        }
+        Trial* t = trial_of(trial);
+        if (t == nullptr) return corrupt("worker (unknown trial)");
+        TrialUpdate u;
+        u.worker = std::string(worker);
+        u.committed_through = meta.committed_through();
+        u.finished = meta.closed();
+        t->ApplyQuietly(u);
+        worker_meta[{std::string(trial), std::string(worker)}] = meta;
+        return true;
+      }));
+  TK_RETURN_IF_ERROR(bad);
+
+  TK_RETURN_IF_ERROR(
+      store_->Scan(FamilyPrefix(KeyFamily::kRule), [&](std::string_view k, std::string_view v) {
+        KeyReader r(k);
+        KeyFamily f;
+        std::string_view trial;
+        TrialUpdate u;
+        u.rule_status.emplace();
+        if (!r.Family(&f) || !r.Str(&trial) || !u.rule_status->ParseFromArray(v.data(), v.size())) {
+          return corrupt("rule status");
+        }
+        Trial* t = trial_of(trial);
+        if (t == nullptr) return corrupt("rule status (unknown trial)");
+        t->ApplyQuietly(u);
+        return true;
+      }));
+  TK_RETURN_IF_ERROR(bad);
+
+  for (const auto& [name, meta] : trial_meta) {
+    if (meta.ended()) {
+      TrialUpdate u;
+      u.end_trial = true;
+      trials_[name]->ApplyQuietly(u);
+    }
+  }
+  spdlog::info("recovered {} trials, {} tensor records", trial_meta.size(), records);
+  committer_ = std::make_unique<Committer>(store_, options_.sync, std::move(trial_meta),
+                                           std::move(worker_meta));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Trial>> Collector::GetTrial(const std::string& name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = trials_.find(name);
+  if (it == trials_.end()) {
+    TK_RETURN_IF_ERROR(ValidateTrialName(name));
+    return MakeError(Reason::kTrialNotFound,
+                     absl::StrCat("trial '", name, "' not found on this collector"));
+  }
+  return it->second;
+}
+
+std::shared_ptr<Trial> Collector::GetOrCreateTrial(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto& slot = trials_[name];
+  if (slot == nullptr) slot = std::make_shared<Trial>(name);
+  return slot;
+}
+
+std::vector<std::shared_ptr<Trial>> Collector::Trials() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Trial>> out;
+  for (const auto& [name, t] : trials_) out.push_back(t);
+  return out;
+}
+
+absl::StatusOr<v1::TensorRecord> Collector::ReadMeta(const Trial& trial, const std::string& tensor,
+                                                     const Trial::Located& where) const {
+  TK_ASSIGN_OR_RETURN(auto raw,
+                      store_->Get(TensorKey(trial.name(), tensor, where.global_step, where.worker)));
+  if (!raw.has_value()) {
+    return absl::InternalError(absl::StrCat("index entry of tensor '", tensor, "' at step ",
+                                            where.global_step, " is missing from the store"));
+  }
+  v1::TensorRecord meta;
+  if (!meta.ParseFromString(*raw)) {
+    return absl::DataLossError(absl::StrCat("corrupt index entry of tensor '", tensor, "'"));
+  }
+  return meta;
+}
+
+absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial,
+                                                      const std::string& tensor,
+                                                      const Trial::Located& where) const {
+  Value out;
+  out.where = where;
+  TK_ASSIGN_OR_RETURN(out.meta, ReadMeta(trial, tensor, where));
+  if (!out.meta.has_value()) {
+    return MakeError(Reason::kTensorUnavailableForStep,
+                     absl::StrCat("tensor '", tensor, "' at step ", where.global_step,
+                                  " was saved as reductions only (no raw value)"));
+  }
+  TK_ASSIGN_OR_RETURN(auto data,
+                      store_->Get(ValueKey(trial.name(), where.global_step, where.worker, tensor)));
+  if (!data.has_value() || data->size() != out.meta.value_size()) {
+    return absl::DataLossError(absl::StrCat("value of tensor '", tensor, "' at step ",
+                                            where.global_step, " is missing or truncated"));
+  }
+  out.data = std::move(*data);
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<std::pair<std::shared_ptr<Trial>, Trial::Located>> LocateRequest(
+    const Collector& c, const v1::TensorRequest& r) {
+  TK_ASSIGN_OR_RETURN(auto trial, c.GetTrial(r.trial()));
+  TK_RETURN_IF_ERROR(ValidateMode(r.mode(), /*allow_unspecified=*/true));
+  TK_ASSIGN_OR_RETURN(auto where, trial->Locate(r.tensor(), r.step(), r.mode(), r.worker()));
+  return std::make_pair(trial, where);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ReductionsResponse> Collector::Reductions(
+    const v1::ReductionsRequest& request) const {
+  TK_ASSIGN_OR_RETURN(auto located, LocateRequest(*this, request.tensor()));
+  const auto& [trial, where] = located;
+  const std::string& tensor = request.tensor().tensor();
+  TK_ASSIGN_OR_RETURN(v1::TensorRecord meta, ReadMeta(*trial, tensor, where));
+  v1::ReductionsResponse out;
+  if (request.saved_only()) {
+    *out.mutable_reductions() = meta.reductions();
+    return out;
+  }
+  // Saved reductions win; the rest are computed in one pass over the value.
+  std::vector<ReductionSpec> missing;
+  std::vector<int> missing_index;
+  for (int i = 0; i < request.reductions_size(); ++i) {
+    const auto& spec = request.reductions(i);
+    TK_ASSIGN_OR_RETURN(ReductionKind kind, ParseReduction(spec.name()));
+    v1::Reduction* r = out.add_reductions();
+    r->set_name(spec.name());
+    r->set_abs(spec.abs());
+    bool found = false;
+    for (const auto& saved : meta.reductions()) {
+      if (saved.name() == spec.name() && saved.abs() == spec.abs()) {
+        r->set_value(saved.value());
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      missing.push_back(ReductionSpec{kind, spec.abs()});
+      missing_index.push_back(i);
+    }
+  }
+  if (missing.empty()) return out;
+  if (!meta.has_value()) {
+    const auto& spec = request.reductions(missing_index.front());
+    return MakeError(Reason::kTensorUnavailableForStep,
+                     absl::StrCat("reduction ", spec.abs() ? "abs " : "", spec.name(),
+                                  " of tensor '", tensor, "' at step ", where.global_step,
+                                  " was not saved, and neither was the raw tensor"));
+  }
+  TK_ASSIGN_OR_RETURN(Value value, ReadValue(*trial, tensor, where));
+  TK_ASSIGN_OR_RETURN(std::vector<double> computed,
+                      ComputeReductions(static_cast<DType>(value.meta.dtype()),
+                                        absl::Span<const char>(value.data.data(), value.data.size()),
+                                        missing));
+  for (size_t i = 0; i < missing.size(); ++i) {
+    out.mutable_reductions(missing_index[i])->set_value(computed[i]);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::HistogramResponse> Collector::Histogram(
+    const v1::HistogramRequest& request) const {
+  TK_ASSIGN_OR_RETURN(auto located, LocateRequest(*this, request.tensor()));
+  const auto& [trial, where] = located;
+  TK_ASSIGN_OR_RETURN(Value value, ReadValue(*trial, request.tensor().tensor(), where));
+  std::optional<std::pair<double, double>> range;
+  if (request.has_range()) range = std::make_pair(request.range_min(), request.range_max());
+  const int bins = request.bins() == 0 ? 30 : static_cast<int>(std::min<uint32_t>(request.bins(), 1u << 30));
+  auto h = ComputeHistogram(static_cast<DType>(value.meta.dtype()),
+                            absl::Span<const char>(value.data.data(), value.data.size()), bins,
+                            range);
+  if (!h.ok()) return MakeError(Reason::kBadRequest, h.status().message());
+  v1::HistogramResponse out;
+  for (double e : h->edges) out.add_edges(e);
+  for (uint64_t c : h->counts) out.add_counts(c);
+  out.set_nan_count(h->nan_count);
+  out.set_outside_count(h->outside_count);
+  return out;
+}
+
+absl::Status Collector::SubmitAndWait(PendingWrite write) {
+  std::promise<absl::Status> promise;
+  auto future = promise.get_future();
+  write.done = [&promise](const absl::Status& s) { promise.set_value(s); };
+  Submit(std::move(write));
+  return future.get();
+}
+
+absl::StatusOr<bool> Collector::EndTrial(const std::string& name) {
+  TK_ASSIGN_OR_RETURN(auto trial, GetTrial(name));
+  const bool was_running = !trial->ended();
+  PendingWrite w;
+  w.trial = trial;
+  w.update.end_trial = true;
+  TK_RETURN_IF_ERROR(SubmitAndWait(std::move(w)));
+  if (was_running) spdlog::info("trial '{}' ended on request", name);
+  return was_running;
+}
+
+absl::StatusOr<v1::RuleStatus> Collector::ReportRuleStatus(v1::RuleStatus status) {
+  TK_ASSIGN_OR_RETURN(auto trial, GetTrial(status.trial()));
+  TK_RETURN_IF_ERROR(ValidateWorkerName(status.rule()));
+  if (status.state() < v1::RuleStatus::IN_PROGRESS || status.state() > v1::RuleStatus::ERROR) {
+    return MakeError(Reason::kBadRequest,
+                     "rule state must be IN_PROGRESS, NO_ISSUES_FOUND, ISSUES_FOUND or ERROR");
+  }
+  if (!status.action().empty() && status.action() != "stop") {
+    return MakeError(Reason::kBadRequest,
+                     absl::StrCat("unknown rule action '", status.action(), "': use \"stop\" or none"));
+  }
+  if (status.message().size() > 64 * 1024) {
+    return MakeError(Reason::kBadRequest, "rule status message is longer than 64 KiB");
+  }
+  status.set_updated_unix(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  PendingWrite w;
+  w.trial = trial;
+  w.update.rule_status = status;
+  TK_RETURN_IF_ERROR(SubmitAndWait(std::move(w)));
+  if (status.state() == v1::RuleStatus::ISSUES_FOUND) {
+    spdlog::info("trial '{}': rule '{}' found an issue at step {}: {}{}", status.trial(),
+                 status.rule(), status.step(), status.message(),
+                 status.action() == "stop" ? " (stop requested)" : "");
+  }
+  return status;
+}
+
+}  // namespace tensorkeep

@@ -1,0 +1,97 @@
+// Collector: the core of tensorkeep-server, testable without gRPC.
+//
+// It owns the store, the in-memory index of every trial (rebuilt from the
+// store at start-up) and the committer thread. The gRPC service validates
+// nothing itself: it hands protos to the Collector and maps the statuses it
+// returns (server/grpc_status.h).
+//
+// Thread safety: every method is thread-safe.
+#ifndef TENSORKEEP_SERVER_COLLECTOR_H_
+#define TENSORKEEP_SERVER_COLLECTOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/tensorkeep.pb.h"
+#include "server/committer.h"
+#include "server/trial.h"
+#include "storage/tensor_store.h"
+
+namespace tensorkeep {
+
+struct CollectorOptions {
+  // fsync LevelDB's log before acknowledging a write (survives power loss).
+  // Off: acknowledged writes survive a crash of the process (kill -9).
+  bool sync = false;
+  // Largest single tensor value accepted, in bytes.
+  uint64_t max_value_bytes = 1ull << 30;
+};
+
+class Collector {
+ public:
+  // Rebuilds the index from `store` (not owned; must outlive the collector).
+  static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorOptions& options,
+                                                           TensorStore* store);
+  // Waits for queued writes to finish.
+  ~Collector();
+
+  const CollectorOptions& options() const { return options_; }
+  TensorStore* store() const { return store_; }
+
+  // The trial, or TrialNotFound.
+  absl::StatusOr<std::shared_ptr<Trial>> GetTrial(const std::string& name) const;
+  // The trial, created in memory when new (a writer's Open). It becomes
+  // durable with the first write that references it.
+  std::shared_ptr<Trial> GetOrCreateTrial(const std::string& name);
+  std::vector<std::shared_ptr<Trial>> Trials() const;
+
+  // Queues a durable write (see Committer).
+  void Submit(PendingWrite write) { committer_->Submit(std::move(write)); }
+  size_t queued_bytes() const { return committer_->queued_bytes(); }
+
+  // ---- Operations that touch the store (the rest are Trial's). ----
+
+  // A saved value: the record's metadata (TensorRecord without data) and its
+  // raw bytes.
+  struct Value {
+    Trial::Located where;
+    v1::TensorRecord meta;
+    std::string data;
+  };
+  absl::StatusOr<Value> ReadValue(const Trial& trial, const std::string& tensor,
+                                  const Trial::Located& where) const;
+  absl::StatusOr<v1::TensorRecord> ReadMeta(const Trial& trial, const std::string& tensor,
+                                            const Trial::Located& where) const;
+  absl::StatusOr<v1::ReductionsResponse> Reductions(const v1::ReductionsRequest& request) const;
+  absl::StatusOr<v1::HistogramResponse> Histogram(const v1::HistogramRequest& request) const;
+
+  // Ends the trial (like every writer closing with end-of-training). Returns
+  // whether it was running. Waits until durable.
+  absl::StatusOr<bool> EndTrial(const std::string& trial);
+  // Stores a rule status (and the stop request its action implies). Waits
+  // until durable.
+  absl::StatusOr<v1::RuleStatus> ReportRuleStatus(v1::RuleStatus status);
+
+ private:
+  Collector(const CollectorOptions& options, TensorStore* store);
+  absl::Status Recover();
+  // Submits and waits for the write to be durable.
+  absl::Status SubmitAndWait(PendingWrite write);
+
+  const CollectorOptions options_;
+  TensorStore* const store_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Trial>> trials_ ABSL_GUARDED_BY(mu_);
+
+  std::unique_ptr<Committer> committer_;
+};
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_SERVER_COLLECTOR_H_

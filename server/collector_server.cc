@@ -1,0 +1,57 @@
+#include "server/collector_server.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace tensorkeep {
+
+absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
+    const ServerOptions& options) {
+  std::unique_ptr<CollectorServer> s(new CollectorServer());
+  TK_ASSIGN_OR_RETURN(s->store_, LevelDbTensorStore::Open(options.store));
+  TK_ASSIGN_OR_RETURN(s->collector_, Collector::Create(options.collector, s->store_.get()));
+  s->service_ = std::make_unique<TensorKeepService>(s->collector_.get());
+
+  const size_t colon = options.listen.rfind(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen '", options.listen, "' is not HOST:PORT"));
+  }
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  if (options.grpc_memory_bytes > 0) {
+    grpc::ResourceQuota quota("tensorkeep-server");
+    quota.Resize(options.grpc_memory_bytes);
+    builder.SetResourceQuota(quota);
+  }
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
+                                               " (address in use or not available?)"));
+  }
+  s->address_ = absl::StrCat(options.listen.substr(0, colon), ":", s->port_);
+  return s;
+}
+
+CollectorServer::~CollectorServer() { Shutdown(); }
+
+void CollectorServer::Shutdown(double grace_seconds) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+  }
+  collector_.reset();  // drains the committer
+  server_.reset();
+  service_.reset();
+  store_.reset();
+}
+
+}  // namespace tensorkeep

@@ -1,0 +1,121 @@
+// tensorkeep-server: the collector.
+//
+//   tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]
+//                     [--log-level trace|debug|info|warn|error]
+//
+// Prints exactly "listening on HOST:PORT" (the real port) as its first line on
+// standard output, logs to standard error, and shuts down cleanly on SIGTERM
+// or SIGINT (streams drained, database closed).
+#include <malloc.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "server/collector_server.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+constexpr char kDefaultListen[] = "127.0.0.1:7077";
+
+constexpr char kUsage[] =
+    "usage: tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]\n"
+    "                         [--log-level trace|debug|info|warn|error]\n"
+    "\n"
+    "  --listen HOST:PORT  address to serve on (default 127.0.0.1:7077; port 0 picks a\n"
+    "                      free port). The first line on stdout is `listening on HOST:PORT`.\n"
+    "  --data-dir DIR      LevelDB data directory (default ~/.tensorkeep/data)\n"
+    "  --sync              fsync before acknowledging writes (survives power loss;\n"
+    "                      without it acknowledged writes survive a crash of the server)\n"
+    "  --log-level L       log verbosity on stderr (default info)\n";
+
+std::string DefaultDataDir() {
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home != '\0' ? home : ".") + "/.tensorkeep/data";
+}
+
+int Usage(const std::string& error) {
+  std::cerr << "tensorkeep-server: " << error << "\n\n" << kUsage;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tensorkeep::ServerOptions options;
+  options.listen = kDefaultListen;
+  options.store.path = DefaultDataDir();
+  std::string level = "info";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* flag) -> const char* {
+      if (i + 1 >= argc) return nullptr;
+      (void)flag;
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--listen") {
+      const char* v = value("--listen");
+      if (v == nullptr) return Usage("--listen needs HOST:PORT");
+      options.listen = v;
+    } else if (arg == "--data-dir") {
+      const char* v = value("--data-dir");
+      if (v == nullptr) return Usage("--data-dir needs a directory");
+      options.store.path = v;
+    } else if (arg == "--sync") {
+      options.collector.sync = true;
+    } else if (arg == "--log-level") {
+      const char* v = value("--log-level");
+      if (v == nullptr) return Usage("--log-level needs a level");
+      level = v;
+    } else {
+      return Usage("unknown argument '" + arg + "'");
+    }
+  }
+
+  auto logger = spdlog::stderr_color_mt("tensorkeep");
+  spdlog::set_default_logger(logger);
+  const auto parsed = spdlog::level::from_str(level);
+  if (parsed == spdlog::level::off && level != "off") {
+    return Usage("unknown --log-level '" + level + "'");
+  }
+  spdlog::set_level(parsed);
+
+  // Large tensors pass through freshly allocated buffers; keep them in the
+  // heap instead of mapping and unmapping them each time (~2.5 ms per fresh
+  // 1 MiB mapping on the reference machine).
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+
+  // Block the shutdown signals in every thread; the main thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = tensorkeep::CollectorServer::Start(options);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", server.status().message());
+    return 1;
+  }
+  std::printf("listening on %s\n", (*server)->address().c_str());
+  std::fflush(stdout);
+  spdlog::info("tensorkeep-server serving on {} with data in {}{}", (*server)->address(),
+               options.store.path, options.collector.sync ? " (sync)" : "");
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}, draining streams and closing the database",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown(5.0);
+  server->reset();
+  spdlog::info("stopped cleanly");
+  return 0;
+}

@@ -1,0 +1,69 @@
+// PushReactor: one writer's Push stream.
+//
+// Reads a message, lets its WriteSession check and encode it, hands the
+// batch to the committer and reads on — but at most two messages of a stream
+// wait for the committer at a time, and none while the committer's queue is
+// over budget (unless the stream has nothing in flight), so a fast writer
+// is slowed rather than buffered: memory stays bounded. Acks are cumulative
+// (acked_seq: every message with seq <= it is durable) and coalesced while a
+// write to the client is in progress. A bad message ends the stream with its
+// error after the earlier messages are durable and acknowledged.
+//
+// Thread safety: reactions run on gRPC threads and commit callbacks on the
+// committer thread; mu_ guards the state they share. gRPC calls are made
+// outside mu_.
+#ifndef TENSORKEEP_SERVER_PUSH_REACTOR_H_
+#define TENSORKEEP_SERVER_PUSH_REACTOR_H_
+
+#include <deque>
+
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/tensorkeep.pb.h"
+#include "server/collector.h"
+#include "server/write_session.h"
+
+namespace tensorkeep {
+
+class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse> {
+ public:
+  // Committer queue size above which streams with a write in flight pause.
+  static constexpr size_t kQueueBudget = 64u << 20;
+  static constexpr size_t kMaxInflightPerStream = 2;
+
+  PushReactor(grpc::CallbackServerContext* context, Collector* collector);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone() override { delete this; }
+
+ private:
+  // What to do after a state change, decided under mu_ and done outside it.
+  enum class Action { kNone, kRead, kWrite, kFinish };
+  Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Act(Action action);
+  void OnCommitted(uint64_t seq, const absl::Status& status);
+  v1::PushResponse MakeAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  grpc::CallbackServerContext* const context_;
+  Collector* const collector_;
+  WriteSession session_;  // used by OnReadDone only (one read at a time)
+  v1::PushRequest request_;
+
+  absl::Mutex mu_;
+  v1::PushResponse response_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> inflight_ ABSL_GUARDED_BY(mu_);  // seqs waiting for the committer
+  uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t acked_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ack_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_ ABSL_GUARDED_BY(mu_) = true;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_sent_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_SERVER_PUSH_REACTOR_H_

@@ -1,0 +1,297 @@
+#include "server/stream_reactors.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "base/errors.h"
+#include "server/grpc_status.h"
+
+namespace tensorkeep {
+
+// ---------------------------------------------------------------- values
+
+ValueStreamReactor::ValueStreamReactor(grpc::CallbackServerContext* context, Collector* collector,
+                                       std::shared_ptr<Trial> trial, std::string tensor,
+                                       std::vector<Trial::Located> where)
+    : context_(context),
+      collector_(collector),
+      trial_(std::move(trial)),
+      tensor_(std::move(tensor)),
+      where_(std::move(where)) {
+  header_sent_ = true;  // no current value yet
+  Next();
+}
+
+void ValueStreamReactor::Next() {
+  // Move on to the next value when the current one is fully sent.
+  if (header_sent_ && offset_ >= current_.data.size()) {
+    if (next_value_ >= where_.size()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    auto value = collector_->ReadValue(*trial_, tensor_, where_[next_value_++]);
+    if (!value.ok()) {
+      Finish(ToGrpcStatus(value.status(), context_));
+      return;
+    }
+    current_ = std::move(*value);
+    offset_ = 0;
+    header_sent_ = false;
+  }
+  message_.Clear();
+  if (!header_sent_) {
+    const auto& w = current_.where;
+    message_.set_header(true);
+    message_.set_step(w.global_step);
+    message_.set_mode(static_cast<v1::Mode>(w.info.mode));
+    message_.set_mode_step(w.info.mode_step);
+    message_.set_worker(w.worker);
+    message_.set_dtype(current_.meta.dtype());
+    *message_.mutable_shape() = current_.meta.shape();
+    message_.set_value_size(current_.data.size());
+    header_sent_ = true;
+    if (current_.data.size() <= kChunkBytes) {
+      // The common case: the whole value in one message, without a copy.
+      *message_.mutable_data() = std::move(current_.data);
+      offset_ = message_.data().size();
+      current_.data.clear();
+      current_.data.shrink_to_fit();
+      StartWrite(&message_);
+      return;
+    }
+  }
+  const size_t n = std::min(kChunkBytes, current_.data.size() - offset_);
+  message_.set_data(current_.data.substr(offset_, n));
+  offset_ += n;
+  StartWrite(&message_);
+}
+
+void ValueStreamReactor::OnWriteDone(bool ok) {
+  if (!ok) {
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+    return;
+  }
+  Next();
+}
+
+// ---------------------------------------------------------------- wait
+
+WaitReactor::WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<Trial> trial,
+                         std::vector<uint64_t> steps, int mode, double timeout_seconds)
+    : context_(context),
+      trial_(std::move(trial)),
+      steps_(std::move(steps)),
+      mode_(mode),
+      guard_(std::make_shared<ReactorGuard<WaitReactor>>()) {
+  // Callbacks registered below wait on the guard until construction is done.
+  std::lock_guard<std::mutex> lock(guard_->mu);
+  guard_->reactor = this;
+  std::weak_ptr<ReactorGuard<WaitReactor>> weak = guard_;
+  auto through_guard = [weak](auto fn) {
+    if (auto g = weak.lock()) {
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (g->reactor != nullptr) fn(g->reactor);
+    }
+  };
+  subscription_ = trial_->Subscribe([through_guard] { through_guard([](WaitReactor* r) { r->Check(); }); });
+  if (timeout_seconds > 0) {
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::microseconds(static_cast<int64_t>(timeout_seconds * 1e6));
+    std::shared_ptr<ReactorGuard<WaitReactor>> g = guard_;
+    alarm_.Set(deadline, [g, timeout_seconds](bool fired) {
+      if (!fired) return;
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (g->reactor != nullptr) {
+        g->reactor->Complete(MakeError(
+            Reason::kTimeout, absl::StrCat("steps not available within ", timeout_seconds, " s")));
+      }
+    });
+  }
+  Check();
+}
+
+void WaitReactor::Check() {
+  absl::Status decided = absl::OkStatus();
+  bool all_available = true;
+  for (uint64_t step : steps_) {
+    switch (trial_->HasPassedStep(step, mode_)) {
+      case StepState::kAvailable:
+        break;
+      case StepState::kUnavailable:
+        if (trial_->ended() && static_cast<int64_t>(step) > trial_->LastStep() &&
+            IsGlobalMode(mode_)) {
+          decided = MakeError(Reason::kNoMoreData,
+                              absl::StrCat("trial '", trial_->name(), "' ended at step ",
+                                           trial_->LastStep(), " before step ", step));
+        } else {
+          decided = MakeError(Reason::kStepUnavailable,
+                              absl::StrCat(ModeName(mode_), " step ", step,
+                                           " was not saved in trial '", trial_->name(), "'"));
+        }
+        all_available = false;
+        break;
+      case StepState::kNotYetAvailable:
+        all_available = false;
+        break;
+    }
+    if (!decided.ok()) break;
+  }
+  if (!decided.ok()) {
+    Complete(decided);
+  } else if (all_available) {
+    Complete(absl::OkStatus());
+  }
+}
+
+void WaitReactor::Complete(const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (completed_) return;
+    completed_ = true;
+  }
+  alarm_.Cancel();
+  Finish(ToGrpcStatus(status, context_));
+}
+
+void WaitReactor::OnCancel() {
+  std::lock_guard<std::mutex> lock(guard_->mu);
+  Complete(absl::CancelledError("wait cancelled"));
+}
+
+void WaitReactor::OnDone() {
+  {
+    std::lock_guard<std::mutex> lock(guard_->mu);
+    guard_->reactor = nullptr;
+  }
+  delete this;
+}
+
+// ---------------------------------------------------------------- watch steps
+
+WatchStepsReactor::WatchStepsReactor(std::shared_ptr<Trial> trial, uint64_t from_step)
+    : trial_(std::move(trial)),
+      guard_(std::make_shared<ReactorGuard<WatchStepsReactor>>()),
+      cursor_(from_step) {
+  guard_->reactor = this;
+  std::weak_ptr<ReactorGuard<WatchStepsReactor>> weak = guard_;
+  subscription_ = trial_->Subscribe([weak] {
+    if (auto g = weak.lock()) {
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (g->reactor != nullptr) g->reactor->Pump();
+    }
+  });
+  std::lock_guard<std::mutex> lock(guard_->mu);
+  Pump();
+}
+
+void WatchStepsReactor::Pump() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (writing_ || finished_) return;
+  auto next = trial_->CompleteStepsFrom(cursor_, 1);
+  event_.Clear();
+  if (!next.empty()) {
+    event_.set_step(next[0].first);
+    event_.set_mode(static_cast<v1::Mode>(next[0].second.mode));
+    event_.set_mode_step(next[0].second.mode_step);
+    cursor_ = next[0].first + 1;
+    writing_ = true;
+    StartWrite(&event_);
+    return;
+  }
+  if (trial_->ended()) {
+    // Every step is complete after the end, so none is left to send.
+    event_.set_end_of_trial(true);
+    finished_ = true;
+    StartWriteAndFinish(&event_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+}
+
+void WatchStepsReactor::OnWriteDone(bool ok) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      if (finished_) return;
+      finished_ = true;
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+  }
+  Pump();
+}
+
+void WatchStepsReactor::OnCancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_ || writing_) return;  // a pending write fails and finishes
+  finished_ = true;
+  Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+}
+
+void WatchStepsReactor::OnDone() {
+  {
+    std::lock_guard<std::mutex> lock(guard_->mu);
+    guard_->reactor = nullptr;
+  }
+  delete this;
+}
+
+// ---------------------------------------------------------------- watch rules
+
+WatchRulesReactor::WatchRulesReactor(std::shared_ptr<Trial> trial)
+    : trial_(std::move(trial)), guard_(std::make_shared<ReactorGuard<WatchRulesReactor>>()) {
+  guard_->reactor = this;
+  std::weak_ptr<ReactorGuard<WatchRulesReactor>> weak = guard_;
+  subscription_ = trial_->Subscribe([weak] {
+    if (auto g = weak.lock()) {
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (g->reactor != nullptr) g->reactor->Pump();
+    }
+  });
+  std::lock_guard<std::mutex> lock(guard_->mu);
+  Pump();
+}
+
+void WatchRulesReactor::Pump() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (writing_ || finished_) return;
+  for (const v1::RuleStatus& rs : trial_->RuleStatuses()) {
+    auto it = sent_.find(rs.rule());
+    if (it != sent_.end() && it->second >= rs.updated_unix()) continue;
+    sent_[rs.rule()] = rs.updated_unix();
+    status_ = rs;
+    writing_ = true;
+    StartWrite(&status_);
+    return;
+  }
+}
+
+void WatchRulesReactor::OnWriteDone(bool ok) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      if (finished_) return;
+      finished_ = true;
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+  }
+  Pump();
+}
+
+void WatchRulesReactor::OnCancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_ || writing_) return;
+  finished_ = true;
+  Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+}
+
+void WatchRulesReactor::OnDone() {
+  {
+    std::lock_guard<std::mutex> lock(guard_->mu);
+    guard_->reactor = nullptr;
+  }
+  delete this;
+}
+
+}  // namespace tensorkeep

@@ -1,0 +1,127 @@
+// The server-streaming and waiting reactors of TensorKeepService:
+//  - ValueStreamReactor: GetValue / GetValues, one value after another, each
+//    value in chunks of at most kChunkBytes so no message nears gRPC limits.
+//  - WaitReactor: WaitForSteps, finished by a commit that decides it, by its
+//    timeout (a grpc::Alarm) or by cancellation.
+//  - WatchStepsReactor / WatchRulesReactor: send what is new after each
+//    commit of the trial.
+// Waiting reactors are woken through Trial::Subscribe; the subscription
+// callback reaches the reactor through a ReactorGuard so that a callback
+// racing with the reactor's end never touches a deleted reactor.
+#ifndef TENSORKEEP_SERVER_STREAM_REACTORS_H_
+#define TENSORKEEP_SERVER_STREAM_REACTORS_H_
+
+#include <grpcpp/alarm.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "proto/tensorkeep.pb.h"
+#include "server/collector.h"
+
+namespace tensorkeep {
+
+inline constexpr size_t kChunkBytes = 4u << 20;
+
+// Streams saved values. `trial` and `tensor` name what `where` locates.
+class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
+ public:
+  ValueStreamReactor(grpc::CallbackServerContext* context, Collector* collector,
+                     std::shared_ptr<Trial> trial, std::string tensor,
+                     std::vector<Trial::Located> where);
+  void OnWriteDone(bool ok) override;
+  void OnDone() override { delete this; }
+
+ private:
+  void Next();
+
+  grpc::CallbackServerContext* const context_;
+  Collector* collector_ = nullptr;
+  std::shared_ptr<Trial> trial_;
+  std::string tensor_;
+  std::vector<Trial::Located> where_;
+  size_t next_value_ = 0;
+  Collector::Value current_;
+  size_t offset_ = 0;  // of current_.data already sent
+  bool header_sent_ = false;
+  v1::TensorValue message_;
+};
+
+// Shared between a reactor and its subscription callbacks.
+template <typename R>
+struct ReactorGuard {
+  std::mutex mu;
+  R* reactor = nullptr;  // null once the reactor is done
+};
+
+class WaitReactor : public grpc::ServerUnaryReactor {
+ public:
+  WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<Trial> trial,
+              std::vector<uint64_t> steps, int mode, double timeout_seconds);
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  // Finishes when every step is AVAILABLE, or one can never be.
+  void Check();
+  void Complete(const absl::Status& status);
+
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<Trial> trial_;
+  const std::vector<uint64_t> steps_;
+  const int mode_;
+  std::shared_ptr<ReactorGuard<WaitReactor>> guard_;
+  std::shared_ptr<TrialSubscription> subscription_;
+  grpc::Alarm alarm_;
+  std::mutex mu_;
+  bool completed_ = false;
+};
+
+// Sends each newly complete step from `from_step` on, then end_of_trial.
+class WatchStepsReactor : public grpc::ServerWriteReactor<v1::StepEvent> {
+ public:
+  WatchStepsReactor(std::shared_ptr<Trial> trial, uint64_t from_step);
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void Pump();
+
+  std::shared_ptr<Trial> trial_;
+  std::shared_ptr<ReactorGuard<WatchStepsReactor>> guard_;
+  std::shared_ptr<TrialSubscription> subscription_;
+  std::mutex mu_;
+  uint64_t cursor_;
+  bool writing_ = false;
+  bool finished_ = false;
+  v1::StepEvent event_;
+};
+
+// Sends every rule status of the trial, then each change, until cancelled.
+class WatchRulesReactor : public grpc::ServerWriteReactor<v1::RuleStatus> {
+ public:
+  explicit WatchRulesReactor(std::shared_ptr<Trial> trial);
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void Pump();
+
+  std::shared_ptr<Trial> trial_;
+  std::shared_ptr<ReactorGuard<WatchRulesReactor>> guard_;
+  std::shared_ptr<TrialSubscription> subscription_;
+  std::mutex mu_;
+  std::map<std::string, double> sent_;  // rule -> updated_unix sent
+  bool writing_ = false;
+  bool finished_ = false;
+  v1::RuleStatus status_;
+};
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_SERVER_STREAM_REACTORS_H_

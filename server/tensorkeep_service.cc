@@ -1,0 +1,322 @@
+#include "server/tensorkeep_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "server/grpc_status.h"
+#include "server/push_reactor.h"
+#include "server/stream_reactors.h"
+#include "server/validation.h"
+
+namespace tensorkeep {
+namespace {
+
+// Runs `fn` (returning absl::Status) and finishes the call with its status.
+template <typename Fn>
+grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status;
+  try {
+    status = fn();
+  } catch (const std::exception& e) {
+    // Nothing should throw; if something does, the call fails, not the server.
+    status = absl::InternalError(absl::StrCat("internal error: ", e.what()));
+  }
+  reactor->Finish(ToGrpcStatus(status, context));
+  return reactor;
+}
+
+template <typename T>
+void AddAll(const std::vector<T>& from, google::protobuf::RepeatedField<T>* to) {
+  to->Add(from.begin(), from.end());
+}
+
+void AddAll(const std::vector<std::string>& from,
+            google::protobuf::RepeatedPtrField<std::string>* to) {
+  for (const auto& s : from) to->Add()->assign(s);
+}
+
+// A server stream that fails at once (its request was bad).
+template <typename T>
+class FailedWriteReactor : public grpc::ServerWriteReactor<T> {
+ public:
+  FailedWriteReactor(grpc::CallbackServerContext* context, const absl::Status& status) {
+    this->Finish(ToGrpcStatus(status, context));
+  }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse>* TensorKeepService::Push(
+    grpc::CallbackServerContext* context) {
+  return new PushReactor(context, collector_);
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::ListTrials(grpc::CallbackServerContext* context,
+                                                        const v1::ListTrialsRequest*,
+                                                        v1::ListTrialsResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    for (const auto& t : collector_->Trials()) *response->add_trials() = t->Summary();
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::GetTrial(grpc::CallbackServerContext* context,
+                                                      const v1::TrialRef* request,
+                                                      v1::TrialSummary* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    *response = trial->Summary();
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::EndTrial(grpc::CallbackServerContext* context,
+                                                      const v1::TrialRef* request,
+                                                      v1::EndTrialResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(bool was_running, collector_->EndTrial(request->trial()));
+    response->set_was_running(was_running);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::ListSteps(grpc::CallbackServerContext* context,
+                                                       const v1::ListStepsRequest* request,
+                                                       v1::StepList* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
+    TK_ASSIGN_OR_RETURN(auto steps,
+                        trial->Steps(request->mode(), request->show_incomplete_steps(),
+                                     request->tensor(), request->range_begin(),
+                                     request->range_end()));
+    AddAll(steps, response->mutable_steps());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::ListTensorNames(
+    grpc::CallbackServerContext* context, const v1::ListTensorNamesRequest* request,
+    v1::NameList* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
+    std::optional<uint64_t> step;
+    if (request->has_step()) step = request->step();
+    std::vector<std::string> regex(request->regex().begin(), request->regex().end());
+    TK_ASSIGN_OR_RETURN(auto names,
+                        trial->TensorNames(step, request->mode(), regex, request->collection()));
+    AddAll(names, response->mutable_names());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::MapStep(grpc::CallbackServerContext* context,
+                                                     const v1::StepMappingRequest* request,
+                                                     v1::StepMapping* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
+    uint64_t global = request->step();
+    if (!IsGlobalMode(request->mode())) {
+      TK_ASSIGN_OR_RETURN(global, trial->GlobalStep(request->mode(), request->step()));
+    }
+    TK_ASSIGN_OR_RETURN(StepInfo info, trial->ModeOf(global));
+    response->set_global_step(global);
+    response->set_mode(static_cast<v1::Mode>(info.mode));
+    response->set_mode_step(info.mode_step);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::ListWorkers(grpc::CallbackServerContext* context,
+                                                         const v1::TrialRef* request,
+                                                         v1::WorkerList* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    AddAll(trial->Workers(), response->mutable_workers());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::ListCollections(
+    grpc::CallbackServerContext* context, const v1::TrialRef* request,
+    v1::CollectionsResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    for (const auto& [name, tensors] : trial->Collections()) {
+      v1::CollectionInfo* c = response->add_collections();
+      c->set_name(name);
+      AddAll(tensors, c->mutable_tensor_names());
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::GetCollection(grpc::CallbackServerContext* context,
+                                                           const v1::CollectionRequest* request,
+                                                           v1::CollectionInfo* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    auto all = trial->Collections();
+    auto it = all.find(request->name());
+    if (it == all.end()) {
+      return absl::NotFoundError(absl::StrCat("collection '", request->name(),
+                                              "' not found in trial '", request->trial(), "'"));
+    }
+    response->set_name(it->first);
+    AddAll(it->second, response->mutable_tensor_names());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<v1::TensorValue>* TensorKeepService::GetValue(
+    grpc::CallbackServerContext* context, const v1::TensorRequest* request) {
+  auto located = [&]() -> absl::StatusOr<std::pair<std::shared_ptr<Trial>, Trial::Located>> {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
+    TK_ASSIGN_OR_RETURN(auto where, trial->Locate(request->tensor(), request->step(),
+                                                  request->mode(), request->worker()));
+    return std::make_pair(trial, where);
+  }();
+  if (!located.ok()) return new FailedWriteReactor<v1::TensorValue>(context, located.status());
+  return new ValueStreamReactor(context, collector_, located->first, request->tensor(),
+                                {located->second});
+}
+
+grpc::ServerWriteReactor<v1::TensorValue>* TensorKeepService::GetValues(
+    grpc::CallbackServerContext* context, const v1::TensorValuesRequest* request) {
+  auto located =
+      [&]() -> absl::StatusOr<std::pair<std::shared_ptr<Trial>, std::vector<Trial::Located>>> {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
+    TK_ASSIGN_OR_RETURN(auto where,
+                        trial->LocateAll(request->tensor(), request->mode(), request->worker(),
+                                         request->range_begin(), request->range_end()));
+    return std::make_pair(trial, std::move(where));
+  }();
+  if (!located.ok()) return new FailedWriteReactor<v1::TensorValue>(context, located.status());
+  return new ValueStreamReactor(context, collector_, located->first, request->tensor(),
+                                std::move(located->second));
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::TensorWorkers(
+    grpc::CallbackServerContext* context, const v1::TensorWorkersRequest* request,
+    v1::WorkerList* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
+    TK_ASSIGN_OR_RETURN(auto workers,
+                        trial->TensorWorkers(request->tensor(), request->step(), request->mode()));
+    AddAll(workers, response->mutable_workers());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::PrevSteps(grpc::CallbackServerContext* context,
+                                                       const v1::PrevStepsRequest* request,
+                                                       v1::StepList* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
+    TK_ASSIGN_OR_RETURN(auto steps, trial->PrevSteps(request->tensor(), request->step(),
+                                                     request->n(), request->mode()));
+    AddAll(steps, response->mutable_steps());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::GetReductions(grpc::CallbackServerContext* context,
+                                                           const v1::ReductionsRequest* request,
+                                                           v1::ReductionsResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    auto r = collector_->Reductions(*request);
+    if (!r.ok()) {
+      // An unknown reduction name is the caller's mistake.
+      if (r.status().code() == absl::StatusCode::kInvalidArgument &&
+          GetReason(r.status()) == Reason::kNone) {
+        return MakeError(Reason::kBadRequest, r.status().message());
+      }
+      return r.status();
+    }
+    *response = std::move(*r);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::GetHistogram(grpc::CallbackServerContext* context,
+                                                          const v1::HistogramRequest* request,
+                                                          v1::HistogramResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(*response, collector_->Histogram(*request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::HasPassedStep(
+    grpc::CallbackServerContext* context, const v1::HasPassedStepRequest* request,
+    v1::HasPassedStepResponse* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
+    response->set_state(
+        static_cast<v1::StepState>(trial->HasPassedStep(request->step(), request->mode())));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::WaitForSteps(grpc::CallbackServerContext* context,
+                                                          const v1::WaitForStepsRequest* request,
+                                                          v1::WaitForStepsResponse*) {
+  auto trial = collector_->GetTrial(request->trial());
+  absl::Status bad = trial.status();
+  if (bad.ok()) bad = ValidateMode(request->mode(), true);
+  if (bad.ok() && !(request->timeout_seconds() >= 0)) {
+    bad = MakeError(Reason::kBadRequest, "timeout_seconds must be >= 0");
+  }
+  if (!bad.ok()) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(bad, context));
+    return reactor;
+  }
+  return new WaitReactor(context, *trial,
+                         std::vector<uint64_t>(request->steps().begin(), request->steps().end()),
+                         request->mode(), request->timeout_seconds());
+}
+
+grpc::ServerWriteReactor<v1::StepEvent>* TensorKeepService::WatchSteps(
+    grpc::CallbackServerContext* context, const v1::WatchStepsRequest* request) {
+  auto trial = collector_->GetTrial(request->trial());
+  if (!trial.ok()) return new FailedWriteReactor<v1::StepEvent>(context, trial.status());
+  return new WatchStepsReactor(*trial, request->from_step());
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::ReportRuleStatus(grpc::CallbackServerContext* context,
+                                                              const v1::RuleStatus* request,
+                                                              v1::RuleStatus* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(*response, collector_->ReportRuleStatus(*request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::ListRuleStatuses(grpc::CallbackServerContext* context,
+                                                              const v1::TrialRef* request,
+                                                              v1::RuleStatusList* response) {
+  return Unary(context, [&]() -> absl::Status {
+    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    for (auto& rs : trial->RuleStatuses()) *response->add_statuses() = std::move(rs);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<v1::RuleStatus>* TensorKeepService::WatchRuleStatuses(
+    grpc::CallbackServerContext* context, const v1::WatchRuleStatusesRequest* request) {
+  auto trial = collector_->GetTrial(request->trial());
+  if (!trial.ok()) return new FailedWriteReactor<v1::RuleStatus>(context, trial.status());
+  return new WatchRulesReactor(*trial);
+}
+
+}  // namespace tensorkeep

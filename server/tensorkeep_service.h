@@ -1,0 +1,94 @@
+// TensorKeepService: the gRPC face of the Collector (callback API).
+//
+// Thin by design: each method unpacks its request, calls the Collector or
+// the Trial, and maps the status with ToGrpcStatus. Streams are reactors:
+// Push (flow-controlled: it stops reading while two of its messages wait for
+// the committer, or while the committer's queue is over budget), GetValue and
+// GetValues (values in chunks), WaitForSteps, WatchSteps and
+// WatchRuleStatuses (woken by commits through Trial::Subscribe, never by
+// polling; idle waiters cost no CPU).
+//
+// Thread safety: the service is thread-safe; each reactor guards its state.
+#ifndef TENSORKEEP_SERVER_TENSORKEEP_SERVICE_H_
+#define TENSORKEEP_SERVER_TENSORKEEP_SERVICE_H_
+
+#include "proto/tensorkeep.grpc.pb.h"
+#include "server/collector.h"
+
+namespace tensorkeep {
+
+class TensorKeepService final : public v1::TensorKeep::CallbackService {
+ public:
+  // `collector` is not owned and must outlive the service.
+  explicit TensorKeepService(Collector* collector) : collector_(collector) {}
+
+  grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse>* Push(
+      grpc::CallbackServerContext* context) override;
+
+  grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* context,
+                                       const v1::ListTrialsRequest* request,
+                                       v1::ListTrialsResponse* response) override;
+  grpc::ServerUnaryReactor* GetTrial(grpc::CallbackServerContext* context,
+                                     const v1::TrialRef* request,
+                                     v1::TrialSummary* response) override;
+  grpc::ServerUnaryReactor* EndTrial(grpc::CallbackServerContext* context,
+                                     const v1::TrialRef* request,
+                                     v1::EndTrialResponse* response) override;
+  grpc::ServerUnaryReactor* ListSteps(grpc::CallbackServerContext* context,
+                                      const v1::ListStepsRequest* request,
+                                      v1::StepList* response) override;
+  grpc::ServerUnaryReactor* ListTensorNames(grpc::CallbackServerContext* context,
+                                            const v1::ListTensorNamesRequest* request,
+                                            v1::NameList* response) override;
+  grpc::ServerUnaryReactor* MapStep(grpc::CallbackServerContext* context,
+                                    const v1::StepMappingRequest* request,
+                                    v1::StepMapping* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
+                                        const v1::TrialRef* request,
+                                        v1::WorkerList* response) override;
+  grpc::ServerUnaryReactor* ListCollections(grpc::CallbackServerContext* context,
+                                            const v1::TrialRef* request,
+                                            v1::CollectionsResponse* response) override;
+  grpc::ServerUnaryReactor* GetCollection(grpc::CallbackServerContext* context,
+                                          const v1::CollectionRequest* request,
+                                          v1::CollectionInfo* response) override;
+  grpc::ServerWriteReactor<v1::TensorValue>* GetValue(grpc::CallbackServerContext* context,
+                                                      const v1::TensorRequest* request) override;
+  grpc::ServerWriteReactor<v1::TensorValue>* GetValues(
+      grpc::CallbackServerContext* context, const v1::TensorValuesRequest* request) override;
+  grpc::ServerUnaryReactor* TensorWorkers(grpc::CallbackServerContext* context,
+                                          const v1::TensorWorkersRequest* request,
+                                          v1::WorkerList* response) override;
+  grpc::ServerUnaryReactor* PrevSteps(grpc::CallbackServerContext* context,
+                                      const v1::PrevStepsRequest* request,
+                                      v1::StepList* response) override;
+  grpc::ServerUnaryReactor* GetReductions(grpc::CallbackServerContext* context,
+                                          const v1::ReductionsRequest* request,
+                                          v1::ReductionsResponse* response) override;
+  grpc::ServerUnaryReactor* GetHistogram(grpc::CallbackServerContext* context,
+                                         const v1::HistogramRequest* request,
+                                         v1::HistogramResponse* response) override;
+  grpc::ServerUnaryReactor* HasPassedStep(grpc::CallbackServerContext* context,
+                                          const v1::HasPassedStepRequest* request,
+                                          v1::HasPassedStepResponse* response) override;
+  grpc::ServerUnaryReactor* WaitForSteps(grpc::CallbackServerContext* context,
+                                         const v1::WaitForStepsRequest* request,
+                                         v1::WaitForStepsResponse* response) override;
+  grpc::ServerWriteReactor<v1::StepEvent>* WatchSteps(
+      grpc::CallbackServerContext* context, const v1::WatchStepsRequest* request) override;
+  grpc::ServerUnaryReactor* ReportRuleStatus(grpc::CallbackServerContext* context,
+                                             const v1::RuleStatus* request,
+                                             v1::RuleStatus* response) override;
+  grpc::ServerUnaryReactor* ListRuleStatuses(grpc::CallbackServerContext* context,
+                                             const v1::TrialRef* request,
+                                             v1::RuleStatusList* response) override;
+  grpc::ServerWriteReactor<v1::RuleStatus>* WatchRuleStatuses(
+      grpc::CallbackServerContext* context, const v1::WatchRuleStatusesRequest* request) override;
+
+ private:
+  Collector* const collector_;
+};
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_SERVER_TENSORKEEP_SERVICE_H_

@@ -1,0 +1,506 @@
+#include "server/trial.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/errors.h"
+
+namespace tensorkeep {
+
+std::string ModeName(int mode) {
+  switch (mode) {
+    case 1:
+      return "TRAIN";
+    case 2:
+      return "EVAL";
+    case 3:
+      return "PREDICT";
+    default:
+      return "GLOBAL";
+  }
+}
+
+namespace {
+
+std::string StepText(uint64_t step, int mode) {
+  return IsGlobalMode(mode) ? absl::StrCat("step ", step)
+                            : absl::StrCat(ModeName(mode), " step ", step);
+}
+
+}  // namespace
+
+Trial::Trial(std::string name) : name_(std::move(name)) {}
+
+void Trial::Apply(const TrialUpdate& update) {
+  {
+    absl::MutexLock lock(&mu_);
+    ApplyLocked(update);
+  }
+  std::vector<std::shared_ptr<TrialSubscription>> live;
+  {
+    absl::MutexLock lock(&listeners_mu_);
+    auto it = listeners_.begin();
+    while (it != listeners_.end()) {
+      if (auto sub = it->lock()) {
+        live.push_back(std::move(sub));
+        ++it;
+      } else {
+        it = listeners_.erase(it);
+      }
+    }
+  }
+  for (auto& sub : live) sub->Notify();
+}
+
+void Trial::ApplyQuietly(const TrialUpdate& update) {
+  absl::MutexLock lock(&mu_);
+  ApplyLocked(update);
+}
+
+int Trial::WorkerIdLocked(const std::string& worker) {
+  auto it = worker_ids_.find(worker);
+  if (it != worker_ids_.end()) return it->second;
+  const int id = static_cast<int>(worker_names_.size());
+  worker_names_.push_back(worker);
+  worker_ids_.emplace(worker, id);
+  tracker_.Commit(id, StepTracker::kNone);
+  return id;
+}
+
+int Trial::FindWorkerLocked(const std::string& worker) const {
+  auto it = worker_ids_.find(worker);
+  return it == worker_ids_.end() ? -1 : it->second;
+}
+
+void Trial::ApplyLocked(const TrialUpdate& update) {
+  if (update.num_workers > 0) tracker_.DeclareWorkers(update.num_workers);
+  int wid = -1;
+  if (!update.worker.empty()) wid = WorkerIdLocked(update.worker);
+  for (const IndexedRecord& r : update.records) {
+    steps_[r.step] = StepInfo{r.mode, r.mode_step};
+    if (!IsGlobalMode(r.mode)) mode_steps_[r.mode][r.mode_step] = r.step;
+    WorkerSet& ws = tensors_[r.name].steps[r.step];
+    const uint16_t w = static_cast<uint16_t>(wid);
+    // Keep workers sorted by name so that "the first worker" is lexical.
+    auto pos = std::lower_bound(ws.begin(), ws.end(), w, [this](uint16_t a, uint16_t b) {
+      return worker_names_[a] < worker_names_[b];
+    });
+    if (pos == ws.end() || *pos != w) ws.insert(pos, w);
+    for (const std::string& c : r.collections) collections_[c].insert(r.name);
+  }
+  if (wid >= 0 && update.committed_through != StepTracker::kNone) {
+    tracker_.Commit(wid, update.committed_through);
+  }
+  if (wid >= 0 && update.finished) tracker_.Finish(wid);
+  if (update.end_trial) tracker_.End();
+  if (update.rule_status.has_value()) {
+    const v1::RuleStatus& rs = *update.rule_status;
+    rules_[rs.rule()] = rs;
+    if (rs.action() == "stop" && rs.state() == v1::RuleStatus::ISSUES_FOUND && !stop_requested_) {
+      stop_requested_ = true;
+      stop_reason_ = absl::StrCat("rule ", rs.rule(), " found an issue at step ", rs.step(),
+                                  rs.message().empty() ? "" : ": ", rs.message());
+    }
+  }
+}
+
+int64_t Trial::CommittedThrough(const std::string& worker) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const int id = FindWorkerLocked(worker);
+  return id < 0 ? StepTracker::kNone : tracker_.committed(id);
+}
+
+std::optional<StepInfo> Trial::GetStep(uint64_t step) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = steps_.find(step);
+  if (it == steps_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool Trial::ended() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return tracker_.ended();
+}
+
+bool Trial::stop_requested(std::string* reason) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (reason != nullptr) *reason = stop_reason_;
+  return stop_requested_;
+}
+
+uint32_t Trial::num_workers() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return tracker_.expected_workers();
+}
+
+v1::TrialSummary Trial::Summary() const {
+  absl::ReaderMutexLock lock(&mu_);
+  v1::TrialSummary s;
+  s.set_name(name_);
+  s.set_ended(tracker_.ended());
+  s.set_num_workers(tracker_.expected_workers());
+  s.set_num_steps(steps_.size());
+  s.set_last_step(steps_.empty() ? -1 : static_cast<int64_t>(steps_.rbegin()->first));
+  s.set_complete_through(tracker_.ended() ? s.last_step() : tracker_.complete_through());
+  s.set_num_tensors(tensors_.size());
+  s.set_stop_requested(stop_requested_);
+  s.set_stop_reason(stop_reason_);
+  std::vector<std::string> workers = worker_names_;
+  std::sort(workers.begin(), workers.end());
+  for (auto& w : workers) s.add_workers(w);
+  std::set<int> modes;
+  for (const auto& [step, info] : steps_) modes.insert(info.mode);
+  for (int m : modes) s.add_modes(static_cast<v1::Mode>(m));
+  return s;
+}
+
+bool Trial::VisibleLocked(uint64_t global, bool show_incomplete) const {
+  if (tracker_.IsComplete(global)) return true;
+  return show_incomplete && tracker_.any_committed_through() != StepTracker::kNone &&
+         static_cast<int64_t>(global) <= tracker_.any_committed_through();
+}
+
+absl::StatusOr<const Trial::TensorEntry*> Trial::FindTensorLocked(
+    const std::string& tensor) const {
+  auto it = tensors_.find(tensor);
+  if (it == tensors_.end()) {
+    return MakeError(Reason::kTensorUnavailable,
+                     absl::StrCat("tensor '", tensor, "' was not saved in trial '", name_, "'"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplete,
+                                                   const std::string& tensor,
+                                                   uint64_t range_begin,
+                                                   uint64_t range_end) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<uint64_t> out;
+  auto in_range = [&](uint64_t g) {
+    return g >= range_begin && (range_end == 0 || g < range_end);
+  };
+  auto emit = [&](uint64_t g, const StepInfo& info) {
+    if (!in_range(g) || !VisibleLocked(g, show_incomplete)) return;
+    if (IsGlobalMode(mode)) {
+      out.push_back(g);
+    } else if (info.mode == mode) {
+      out.push_back(info.mode_step);
+    }
+  };
+  if (tensor.empty()) {
+    auto it = steps_.lower_bound(range_begin);
+    for (; it != steps_.end(); ++it) {
+      if (range_end != 0 && it->first >= range_end) break;
+      if (!VisibleLocked(it->first, show_incomplete)) break;  // visibility is a prefix
+      emit(it->first, it->second);
+    }
+    return out;
+  }
+  auto entry = FindTensorLocked(tensor);
+  if (!entry.ok()) return entry.status();
+  for (const auto& [g, workers] : (*entry)->steps) {
+    auto si = steps_.find(g);
+    if (si != steps_.end()) emit(g, si->second);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Trial::TensorNames(std::optional<uint64_t> step, int mode,
+                                                            const std::vector<std::string>& regex,
+                                                            const std::string& collection) const {
+  if (!regex.empty() && !collection.empty()) {
+    return MakeError(Reason::kBadRequest,
+                     "tensor_names accepts either regex or collection, not both");
+  }
+  std::vector<std::regex> patterns;
+  for (const std::string& r : regex) {
+    try {
+      patterns.emplace_back(r, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return MakeError(Reason::kBadRequest,
+                       absl::StrCat("invalid regex '", r, "': ", e.what()));
+    }
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  std::optional<uint64_t> global;
+  if (step.has_value()) {
+    global = ToGlobalLocked(*step, mode);
+    if (!global.has_value()) return std::vector<std::string>();
+  }
+  const std::set<std::string>* members = nullptr;
+  if (!collection.empty()) {
+    auto it = collections_.find(collection);
+    if (it == collections_.end()) return std::vector<std::string>();
+    members = &it->second;
+  }
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : tensors_) {
+    if (members != nullptr && members->count(name) == 0) continue;
+    if (!patterns.empty()) {
+      bool any = false;
+      for (const auto& p : patterns) {
+        // smdebug matches with Python's re.match: anchored at the start.
+        if (std::regex_search(name, p, std::regex_constants::match_continuous)) {
+          any = true;
+          break;
+        }
+      }
+      if (!any) continue;
+    }
+    if (global.has_value()) {
+      if (entry.steps.count(*global) == 0) continue;
+    } else if (!IsGlobalMode(mode)) {
+      bool in_mode = false;
+      for (const auto& [g, ws] : entry.steps) {
+        auto si = steps_.find(g);
+        if (si != steps_.end() && si->second.mode == mode) {
+          in_mode = true;
+          break;
+        }
+      }
+      if (!in_mode) continue;
+    }
+    out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> Trial::Workers() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::string> out = worker_names_;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int> Trial::Modes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::set<int> modes;
+  for (const auto& [step, info] : steps_) modes.insert(info.mode);
+  return std::vector<int>(modes.begin(), modes.end());
+}
+
+std::map<std::string, std::vector<std::string>> Trial::Collections() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [c, names] : collections_) {
+    out[c] = std::vector<std::string>(names.begin(), names.end());
+  }
+  return out;
+}
+
+std::optional<uint64_t> Trial::ToGlobalLocked(uint64_t step, int mode) const {
+  if (IsGlobalMode(mode)) {
+    if (steps_.count(step) == 0) return std::nullopt;
+    return step;
+  }
+  auto m = mode_steps_.find(mode);
+  if (m == mode_steps_.end()) return std::nullopt;
+  auto it = m->second.find(step);
+  if (it == m->second.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<StepInfo> Trial::ModeOf(uint64_t global_step) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = steps_.find(global_step);
+  if (it == steps_.end()) {
+    const StepState st = HasPassedStepLocked(global_step, kModeGlobal);
+    return MakeError(st == StepState::kNotYetAvailable ? Reason::kStepNotYetAvailable
+                                                       : Reason::kStepUnavailable,
+                     absl::StrCat("global step ", global_step, " was not saved in trial '",
+                                  name_, "'"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<uint64_t> Trial::GlobalStep(int mode, uint64_t mode_step) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto g = ToGlobalLocked(mode_step, mode);
+  if (!g.has_value()) {
+    const StepState st = HasPassedStepLocked(mode_step, mode);
+    return MakeError(st == StepState::kNotYetAvailable ? Reason::kStepNotYetAvailable
+                                                       : Reason::kStepUnavailable,
+                     absl::StrCat(StepText(mode_step, mode), " was not saved in trial '", name_,
+                                  "'"));
+  }
+  return *g;
+}
+
+StepState Trial::HasPassedStep(uint64_t step, int mode) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return HasPassedStepLocked(step, mode);
+}
+
+StepState Trial::HasPassedStepLocked(uint64_t step, int mode) const {
+  auto g = ToGlobalLocked(step, mode);
+  if (g.has_value()) {
+    return tracker_.IsComplete(*g) ? StepState::kAvailable : StepState::kNotYetAvailable;
+  }
+  if (tracker_.ended()) return StepState::kUnavailable;
+  if (IsGlobalMode(mode)) {
+    // Absent, and every worker has moved past it: it will never be saved.
+    return tracker_.IsComplete(step) ? StepState::kUnavailable : StepState::kNotYetAvailable;
+  }
+  // Absent in its mode: unavailable once a later step of the mode is complete.
+  auto m = mode_steps_.find(mode);
+  if (m != mode_steps_.end()) {
+    for (auto it = m->second.upper_bound(step); it != m->second.end(); ++it) {
+      if (tracker_.IsComplete(it->second)) return StepState::kUnavailable;
+    }
+  }
+  return StepState::kNotYetAvailable;
+}
+
+absl::Status Trial::StepErrorLocked(const std::string& tensor, uint64_t step, int mode) const {
+  switch (HasPassedStepLocked(step, mode)) {
+    case StepState::kAvailable:
+      return MakeError(Reason::kTensorUnavailableForStep,
+                       absl::StrCat("tensor '", tensor, "' is not available for ",
+                                    StepText(step, mode), " in trial '", name_, "'"));
+    case StepState::kUnavailable:
+      return MakeError(Reason::kStepUnavailable,
+                       absl::StrCat(StepText(step, mode), " was not saved in trial '", name_,
+                                    "'"));
+    case StepState::kNotYetAvailable:
+      if (tracker_.ended()) {
+        return MakeError(Reason::kNoMoreData,
+                         absl::StrCat("trial '", name_, "' ended before ", StepText(step, mode)));
+      }
+      return MakeError(Reason::kStepNotYetAvailable,
+                       absl::StrCat(StepText(step, mode), " is not yet available in trial '",
+                                    name_, "'"));
+  }
+  return absl::InternalError("unreachable");
+}
+
+absl::StatusOr<Trial::Located> Trial::Locate(const std::string& tensor, uint64_t step, int mode,
+                                             const std::string& worker) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto entry_or = FindTensorLocked(tensor);
+  if (!entry_or.ok()) return entry_or.status();
+  const TensorEntry& entry = **entry_or;
+  int wid = -1;
+  if (!worker.empty()) {
+    wid = FindWorkerLocked(worker);
+    if (wid < 0) {
+      return MakeError(Reason::kInvalidWorker,
+                       absl::StrCat("worker '", worker, "' never wrote to trial '", name_,
+                                    "'; its workers are listed by `workers`"));
+    }
+  }
+  auto g = ToGlobalLocked(step, mode);
+  if (!g.has_value()) return StepErrorLocked(tensor, step, mode);
+  auto it = entry.steps.find(*g);
+  if (it == entry.steps.end()) {
+    return MakeError(Reason::kTensorUnavailableForStep,
+                     absl::StrCat("tensor '", tensor, "' is not available for ",
+                                  StepText(step, mode), " in trial '", name_, "'"));
+  }
+  const WorkerSet& ws = it->second;
+  uint16_t chosen = ws.front();
+  if (wid >= 0) {
+    if (std::find(ws.begin(), ws.end(), static_cast<uint16_t>(wid)) == ws.end()) {
+      return MakeError(Reason::kTensorUnavailableForStep,
+                       absl::StrCat("tensor '", tensor, "' is not available for ",
+                                    StepText(step, mode), " from worker '", worker,
+                                    "' in trial '", name_, "'"));
+    }
+    chosen = static_cast<uint16_t>(wid);
+  }
+  return Located{*g, steps_.at(*g), worker_names_[chosen]};
+}
+
+absl::StatusOr<std::vector<Trial::Located>> Trial::LocateAll(const std::string& tensor, int mode,
+                                                             const std::string& worker,
+                                                             uint64_t range_begin,
+                                                             uint64_t range_end) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto entry_or = FindTensorLocked(tensor);
+  if (!entry_or.ok()) return entry_or.status();
+  int wid = -1;
+  if (!worker.empty()) {
+    wid = FindWorkerLocked(worker);
+    if (wid < 0) {
+      return MakeError(Reason::kInvalidWorker,
+                       absl::StrCat("worker '", worker, "' never wrote to trial '", name_, "'"));
+    }
+  }
+  std::vector<Located> out;
+  for (auto it = (*entry_or)->steps.lower_bound(range_begin); it != (*entry_or)->steps.end();
+       ++it) {
+    const uint64_t g = it->first;
+    if (range_end != 0 && g >= range_end) break;
+    if (!tracker_.IsComplete(g)) break;
+    const StepInfo& info = steps_.at(g);
+    if (!IsGlobalMode(mode) && info.mode != mode) continue;
+    uint16_t chosen = it->second.front();
+    if (wid >= 0) {
+      if (std::find(it->second.begin(), it->second.end(), static_cast<uint16_t>(wid)) ==
+          it->second.end()) {
+        continue;
+      }
+      chosen = static_cast<uint16_t>(wid);
+    }
+    out.push_back(Located{g, info, worker_names_[chosen]});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Trial::TensorWorkers(const std::string& tensor,
+                                                              uint64_t step, int mode) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto entry_or = FindTensorLocked(tensor);
+  if (!entry_or.ok()) return entry_or.status();
+  auto g = ToGlobalLocked(step, mode);
+  if (!g.has_value()) return StepErrorLocked(tensor, step, mode);
+  auto it = (*entry_or)->steps.find(*g);
+  if (it == (*entry_or)->steps.end()) {
+    return MakeError(Reason::kTensorUnavailableForStep,
+                     absl::StrCat("tensor '", tensor, "' is not available for ",
+                                  StepText(step, mode), " in trial '", name_, "'"));
+  }
+  std::vector<std::string> out;
+  for (uint16_t w : it->second) out.push_back(worker_names_[w]);
+  return out;
+}
+
+absl::StatusOr<std::vector<uint64_t>> Trial::PrevSteps(const std::string& tensor, uint64_t step,
+                                                       uint32_t n, int mode) const {
+  auto steps = Steps(mode, /*show_incomplete=*/false, tensor, 0, 0);
+  if (!steps.ok()) return steps.status();
+  auto end = std::upper_bound(steps->begin(), steps->end(), step);
+  auto begin = end - std::min<ptrdiff_t>(n, end - steps->begin());
+  return std::vector<uint64_t>(begin, end);
+}
+
+std::vector<std::pair<uint64_t, StepInfo>> Trial::CompleteStepsFrom(uint64_t from,
+                                                                    size_t limit) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::pair<uint64_t, StepInfo>> out;
+  for (auto it = steps_.lower_bound(from); it != steps_.end() && out.size() < limit; ++it) {
+    if (!tracker_.IsComplete(it->first)) break;
+    out.emplace_back(it->first, it->second);
+  }
+  return out;
+}
+
+int64_t Trial::LastStep() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return steps_.empty() ? -1 : static_cast<int64_t>(steps_.rbegin()->first);
+}
+
+std::vector<v1::RuleStatus> Trial::RuleStatuses() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<v1::RuleStatus> out;
+  for (const auto& [name, rs] : rules_) out.push_back(rs);
+  return out;
+}
+
+std::shared_ptr<TrialSubscription> Trial::Subscribe(std::function<void()> fn) {
+  auto sub = std::make_shared<TrialSubscription>(std::move(fn));
+  absl::MutexLock lock(&listeners_mu_);
+  listeners_.push_back(sub);
+  return sub;
+}
+
+}  // namespace tensorkeep

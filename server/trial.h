@@ -1,0 +1,196 @@
+// Trial: the in-memory index of one trial — its steps, modes, workers,
+// tensor names and the steps each tensor was saved at, collections, step
+// completeness, rule statuses and stop request — and the listeners waiting
+// for it to change.
+//
+// The index holds only what is durable: the Collector applies a TrialUpdate
+// after its batch is in the store, and rebuilds every Trial from the store's
+// metadata at start-up. Values and tensor metadata stay in the store; listing
+// steps, names, modes and workers never reads them.
+//
+// Queries follow smdebug's Trial and Tensor semantics (docs/semantics.md) and
+// fail with the reasons of base/errors.h.
+//
+// Thread safety: all methods are thread-safe. Listeners are called without
+// the trial's lock held, on the thread that applied the update.
+#ifndef TENSORKEEP_SERVER_TRIAL_H_
+#define TENSORKEEP_SERVER_TRIAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/tensorkeep.pb.h"
+#include "server/step_tracker.h"
+
+namespace tensorkeep {
+
+// smdebug's mode numbers. GLOBAL (and an unspecified 0) address global steps.
+inline constexpr int kModeGlobal = 4;
+inline bool IsGlobalMode(int mode) { return mode == 0 || mode == kModeGlobal; }
+std::string ModeName(int mode);
+
+struct StepInfo {
+  int mode = kModeGlobal;
+  uint64_t mode_step = 0;
+};
+
+// The index part of one saved tensor record.
+struct IndexedRecord {
+  std::string name;
+  uint64_t step = 0;
+  int mode = kModeGlobal;
+  uint64_t mode_step = 0;
+  std::vector<std::string> collections;
+};
+
+// What one durable batch changed in a trial.
+struct TrialUpdate {
+  std::string worker;            // empty for trial-level updates
+  uint32_t num_workers = 0;      // declared by the writer; 0: no declaration
+  std::vector<IndexedRecord> records;
+  int64_t committed_through = StepTracker::kNone;  // kNone: unchanged
+  bool finished = false;         // the worker closed with end-of-training
+  bool end_trial = false;
+  std::optional<v1::RuleStatus> rule_status;
+};
+
+enum class StepState { kUnavailable = 1, kAvailable = 2, kNotYetAvailable = 3 };
+
+// A registered listener; unregistered when the last copy is destroyed. The
+// callback may still be running in another thread at that moment: it must
+// guard whatever it touches (see server/tensorkeep_service.cc).
+class TrialSubscription {
+ public:
+  explicit TrialSubscription(std::function<void()> fn) : fn_(std::move(fn)) {}
+  void Notify() { fn_(); }
+
+ private:
+  std::function<void()> fn_;
+};
+
+class Trial {
+ public:
+  explicit Trial(std::string name);
+
+  const std::string& name() const { return name_; }
+
+  // ---- Write side (the Collector's committer and recovery) ----
+
+  // Applies a durable update and notifies listeners.
+  void Apply(const TrialUpdate& update);
+  // The same without notifying (recovery at start-up).
+  void ApplyQuietly(const TrialUpdate& update);
+  // State the writer validation needs.
+  int64_t CommittedThrough(const std::string& worker) const;
+  std::optional<StepInfo> GetStep(uint64_t step) const;
+  bool ended() const;
+  bool stop_requested(std::string* reason) const;
+  uint32_t num_workers() const;
+
+  // ---- Queries ----
+
+  v1::TrialSummary Summary() const;
+  // smdebug's trial.steps(mode, show_incomplete_steps) / tensor.steps(...) when
+  // `tensor` is non-empty: global steps for GLOBAL, otherwise mode steps.
+  // [range_begin, range_end) restricts global steps (range_end 0: none).
+  absl::StatusOr<std::vector<uint64_t>> Steps(int mode, bool show_incomplete,
+                                              const std::string& tensor, uint64_t range_begin,
+                                              uint64_t range_end) const;
+  // smdebug's trial.tensor_names(step, mode, regex, collection).
+  absl::StatusOr<std::vector<std::string>> TensorNames(std::optional<uint64_t> step, int mode,
+                                                       const std::vector<std::string>& regex,
+                                                       const std::string& collection) const;
+  std::vector<std::string> Workers() const;
+  std::vector<int> Modes() const;
+  std::map<std::string, std::vector<std::string>> Collections() const;
+  // mode(global_step) and mode_step(global_step).
+  absl::StatusOr<StepInfo> ModeOf(uint64_t global_step) const;
+  // global_step(mode, mode_step).
+  absl::StatusOr<uint64_t> GlobalStep(int mode, uint64_t mode_step) const;
+  StepState HasPassedStep(uint64_t step, int mode) const;
+
+  // A saved record addressed as smdebug's tensor.value(step, mode, worker):
+  // the global step and the worker (the lexically first when `worker` is
+  // empty). Errors: TensorUnavailable, InvalidWorker, TensorUnavailableForStep,
+  // StepUnavailable, StepNotYetAvailable, as smdebug raises them.
+  struct Located {
+    uint64_t global_step;
+    StepInfo info;
+    std::string worker;
+  };
+  absl::StatusOr<Located> Locate(const std::string& tensor, uint64_t step, int mode,
+                                 const std::string& worker) const;
+  // Every saved record of `tensor` in `mode` (complete steps only, as
+  // tensor.values()), within the global range, for `worker` (or the first).
+  absl::StatusOr<std::vector<Located>> LocateAll(const std::string& tensor, int mode,
+                                                 const std::string& worker, uint64_t range_begin,
+                                                 uint64_t range_end) const;
+  absl::StatusOr<std::vector<std::string>> TensorWorkers(const std::string& tensor, uint64_t step,
+                                                         int mode) const;
+  absl::StatusOr<std::vector<uint64_t>> PrevSteps(const std::string& tensor, uint64_t step,
+                                                  uint32_t n, int mode) const;
+
+  // Complete steps with global step >= from, in order, at most `limit`.
+  std::vector<std::pair<uint64_t, StepInfo>> CompleteStepsFrom(uint64_t from, size_t limit) const;
+  // The highest saved global step (-1 if none).
+  int64_t LastStep() const;
+
+  std::vector<v1::RuleStatus> RuleStatuses() const;
+
+  // Registers `fn` to run after every applied update, until the returned
+  // subscription is destroyed.
+  std::shared_ptr<TrialSubscription> Subscribe(std::function<void()> fn);
+
+ private:
+  using WorkerSet = absl::InlinedVector<uint16_t, 2>;
+  struct TensorEntry {
+    absl::btree_map<uint64_t, WorkerSet> steps;  // global step -> workers
+  };
+
+  void ApplyLocked(const TrialUpdate& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int WorkerIdLocked(const std::string& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int FindWorkerLocked(const std::string& worker) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The global step of (mode, step), if saved.
+  std::optional<uint64_t> ToGlobalLocked(uint64_t step, int mode) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool VisibleLocked(uint64_t global, bool show_incomplete) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  StepState HasPassedStepLocked(uint64_t step, int mode) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status StepErrorLocked(const std::string& tensor, uint64_t step, int mode) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const TensorEntry*> FindTensorLocked(const std::string& tensor) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const std::string name_;
+
+  mutable absl::Mutex mu_;
+  absl::btree_map<uint64_t, StepInfo> steps_ ABSL_GUARDED_BY(mu_);
+  std::map<int, absl::btree_map<uint64_t, uint64_t>> mode_steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> worker_names_ ABSL_GUARDED_BY(mu_);  // by id
+  absl::flat_hash_map<std::string, int> worker_ids_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TensorEntry> tensors_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::set<std::string>> collections_ ABSL_GUARDED_BY(mu_);
+  StepTracker tracker_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::RuleStatus> rules_ ABSL_GUARDED_BY(mu_);
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  std::string stop_reason_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex listeners_mu_;
+  std::vector<std::weak_ptr<TrialSubscription>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+};
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_SERVER_TRIAL_H_

@@ -1,0 +1,66 @@
+// WriteSession: the protocol state of one Push stream.
+//
+// It checks each PushRequest (Open first, increasing seq, valid names,
+// dtypes, shapes, sizes and modes, chunk continuity, no rewriting of steps
+// this worker already committed unless byte-for-byte identical, which makes
+// a writer's resend after a reconnect harmless), encodes the records of a
+// good message into one batch (value and index entries together, so a crash
+// leaves both or neither), and returns it as a PendingWrite. A bad message
+// yields an error and nothing from it is written.
+//
+// Thread safety: none; one stream uses it from one thread at a time.
+#ifndef TENSORKEEP_SERVER_WRITE_SESSION_H_
+#define TENSORKEEP_SERVER_WRITE_SESSION_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/tensorkeep.pb.h"
+#include "server/collector.h"
+
+namespace tensorkeep {
+
+class WriteSession {
+ public:
+  // `collector` is not owned and must outlive the session.
+  explicit WriteSession(Collector* collector) : collector_(collector) {}
+
+  struct Outcome {
+    std::optional<PendingWrite> write;  // to submit; none for Flush or a partial chunk
+    bool wants_ack = false;             // Flush/Close: ack once all before is durable
+    bool closes = false;                // Close: the stream is done
+  };
+  // Consumes `request` (its data may be moved out).
+  absl::StatusOr<Outcome> Handle(v1::PushRequest& request);
+
+  // The trial (null before Open).
+  const std::shared_ptr<Trial>& trial() const { return trial_; }
+  const std::string& worker() const { return worker_; }
+  // This worker's highest committed step as the session knows it.
+  int64_t committed() const { return committed_; }
+
+ private:
+  absl::StatusOr<Outcome> HandleOpen(const v1::Open& open);
+  absl::StatusOr<Outcome> HandleRecords(v1::RecordBatch& batch);
+  absl::Status ValidateRecord(const v1::TensorRecord& record, bool complete) const;
+  // OK and *skip when the record repeats what is stored for a committed step.
+  absl::Status CheckCommitted(const v1::TensorRecord& record, bool* skip) const;
+  PendingWrite NewWrite() const;
+
+  Collector* const collector_;
+  std::shared_ptr<Trial> trial_;
+  std::string worker_;
+  uint32_t num_workers_ = 1;
+  uint64_t last_seq_ = 0;
+  int64_t current_step_ = -1;  // highest step written by this session
+  int64_t committed_ = -1;
+  bool closed_ = false;
+  // A record batch whose last record still waits for Chunk messages.
+  std::optional<v1::RecordBatch> partial_;
+};
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_SERVER_WRITE_SESSION_H_

@@ -1,0 +1,87 @@
+// The LevelDB key schema of tensorkeep (docs/storage.md).
+//
+// Every key starts with a family byte, then length-prefixed strings (2-byte
+// big-endian length, then the bytes) and big-endian fixed-width integers, so
+// that iteration order is numeric step order and no name can collide with
+// another by containing a separator.
+//
+//   kTrial      trial                          -> TrialMeta
+//   kStep       trial, step                    -> StepMeta (mode, mode step)
+//   kWorker     trial, worker                  -> WorkerMeta (commits, close)
+//   kTensor     trial, name, step, worker      -> TensorRecord without data
+//   kValue      trial, step, worker, name      -> raw little-endian bytes
+//   kCollection trial, collection, name        -> ""
+//   kRule       trial, rule                    -> RuleStatus
+//
+// Values are step-major (global step before worker and name) so that
+// concurrent writers append near one another, which keeps LevelDB near its
+// sequential speed; the kTensor index answers "which steps has this tensor"
+// without reading any value.
+#ifndef TENSORKEEP_STORAGE_KEYS_H_
+#define TENSORKEEP_STORAGE_KEYS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tensorkeep {
+
+enum class KeyFamily : uint8_t {
+  kTrial = 1,
+  kStep = 2,
+  kWorker = 3,
+  kTensor = 4,
+  kValue = 5,
+  kCollection = 6,
+  kRule = 7,
+};
+
+// Longest string a key component may hold (the length prefix is 2 bytes).
+inline constexpr size_t kMaxKeyComponent = 0xFFFF;
+
+// Builds keys component by component. Components longer than
+// kMaxKeyComponent are a programming error: names are validated before.
+class KeyBuilder {
+ public:
+  explicit KeyBuilder(KeyFamily family);
+  KeyBuilder& Str(std::string_view s);
+  KeyBuilder& U64(uint64_t v);
+  const std::string& key() const { return key_; }
+  std::string Take() { return std::move(key_); }
+
+ private:
+  std::string key_;
+};
+
+// Reads keys built by KeyBuilder. Every getter returns false (and leaves the
+// reader unusable) when the key is shorter than the component it asks for.
+class KeyReader {
+ public:
+  explicit KeyReader(std::string_view key) : rest_(key) {}
+  bool Family(KeyFamily* family);
+  bool Str(std::string_view* s);
+  bool U64(uint64_t* v);
+  bool AtEnd() const { return rest_.empty(); }
+
+ private:
+  std::string_view rest_;
+};
+
+std::string TrialKey(std::string_view trial);
+std::string StepKey(std::string_view trial, uint64_t step);
+std::string WorkerKey(std::string_view trial, std::string_view worker);
+std::string TensorKey(std::string_view trial, std::string_view name, uint64_t step,
+                      std::string_view worker);
+std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
+                     std::string_view name);
+std::string CollectionKey(std::string_view trial, std::string_view collection,
+                          std::string_view name);
+std::string RuleKey(std::string_view trial, std::string_view rule);
+
+// The prefix shared by every key of `family` (and, when given, of `trial`).
+std::string FamilyPrefix(KeyFamily family);
+std::string TrialPrefix(KeyFamily family, std::string_view trial);
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_STORAGE_KEYS_H_

@@ -1,0 +1,58 @@
+// TensorStore: the ordered key-value store under the collector.
+//
+// The collector encodes its records with storage/keys.h and writes them
+// through this interface; one Batch is applied atomically (a crash leaves all
+// of it or none of it). The only implementation is LevelDbTensorStore; tests
+// run it on LevelDB's in-memory Env.
+//
+// Thread safety: every method may be called concurrently from any thread.
+// A Batch itself is not thread-safe.
+#ifndef TENSORKEEP_STORAGE_TENSOR_STORE_H_
+#define TENSORKEEP_STORAGE_TENSOR_STORE_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tensorkeep {
+
+class TensorStore {
+ public:
+  // A group of puts and deletes applied atomically by Write().
+  class Batch {
+   public:
+    virtual ~Batch() = default;
+    virtual void Put(std::string_view key, std::string_view value) = 0;
+    virtual void Delete(std::string_view key) = 0;
+    // Bytes of keys and values held; used for flow control.
+    virtual size_t ApproximateSize() const = 0;
+  };
+
+  virtual ~TensorStore() = default;
+
+  virtual std::unique_ptr<Batch> NewBatch() = 0;
+
+  // Applies `batch` atomically. Once it returns OK the data is in the store's
+  // log and survives a crash of the process; with `sync` it was also fsynced
+  // (survives power loss). `batch` must come from this store's NewBatch().
+  virtual absl::Status Write(Batch* batch, bool sync) = 0;
+
+  // The value of `key`, std::nullopt when absent, an error on I/O failure or
+  // corruption.
+  virtual absl::StatusOr<std::optional<std::string>> Get(std::string_view key) = 0;
+
+  // Calls `fn` on every key with `prefix`, in key order, until it returns
+  // false. The views are valid only during the call.
+  virtual absl::Status Scan(
+      std::string_view prefix,
+      const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
+};
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_STORAGE_TENSOR_STORE_H_
