@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
 
   auto server = tensorkeep::CollectorServer::Start(options);
   if (!server.ok()) {
-    spdlog::error("cannot start: {}", server.status().message());
+    spdlog::error("cannot start: {}", std::string(server.status().message()));
     return 1;
   }
   std::printf("listening on %s\n", (*server)->address().c_str());

@@ -1,0 +1,563 @@
+#include "client/cli/commands.h"
+
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "client/cli/args.h"
+#include "client/cli/bar_chart.h"
+#include "client/trial.h"
+#include "client/writer.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "tensor/dtype.h"
+#include "tensor/npy.h"
+
+namespace tensorkeep {
+namespace cli {
+namespace {
+
+constexpr char kUsage[] = R"(usage: tensorkeep [--server HOST:PORT] COMMAND [ARGS] [--json]
+
+The server defaults to $TENSORKEEP_SERVER, else 127.0.0.1:7077. Steps are global
+steps unless --mode says otherwise (then they are steps of that mode).
+
+commands:
+  trials                                   list trials
+  info TRIAL                               state, workers, steps, collections, rules
+  steps TRIAL [--mode M] [--incomplete]    saved (complete) steps
+  tensors TRIAL [--step N] [--mode M] [--regex R ... | --collection C]
+  workers TRIAL
+  collections TRIAL
+  put TRIAL NAME --step N --file X.npy [--mode M --mode-step K] [--worker W]
+      [--collection C ...] [--num-workers N]
+                                           store one tensor and commit the step
+  value TRIAL NAME --step N [--mode M] [--worker W] (--out Y.npy | --json)
+  reduce TRIAL NAME --step N --reduction R [--abs] [--mode M] [--worker W]
+                                           R: min max mean std variance sum prod l1 l2
+  histogram TRIAL NAME --step N [--bins B] [--range LO,HI] [--mode M] [--worker W]
+  end TRIAL                                end the trial (no more steps)
+  wait TRIAL STEP... [--mode M] [--timeout S]
+                                           return when the steps are available
+  watch TRIAL [--from N]                   print each newly complete step
+  rules TRIAL [--watch]                    rule statuses
+)";
+
+int Fail(const absl::Status& status) {
+  const Reason reason = GetReason(status);
+  std::cerr << "tensorkeep: ";
+  if (reason != Reason::kNone) std::cerr << ReasonName(reason) << ": ";
+  std::cerr << status.message() << "\n";
+  return 1;
+}
+
+int UsageError(const std::string& message) {
+  std::cerr << "tensorkeep: " << message << "\n(run `tensorkeep --help` for usage)\n";
+  return 2;
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.always_print_primitive_fields = true;
+  opts.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
+  return out;
+}
+
+struct Context {
+  std::shared_ptr<Connection> connection;
+  bool json = false;
+};
+
+// Common flags of the query commands.
+struct Where {
+  int mode = client::kGlobal;
+  std::string worker;
+  std::optional<uint64_t> step;
+};
+
+absl::StatusOr<Where> ReadWhere(const Args& args) {
+  Where w;
+  if (auto m = args.Get("mode")) {
+    TK_ASSIGN_OR_RETURN(w.mode, client::ParseMode(*m));
+  }
+  if (auto v = args.Get("worker")) w.worker = *v;
+  TK_ASSIGN_OR_RETURN(w.step, args.GetUint("step"));
+  return w;
+}
+
+template <typename T>
+void PrintList(const std::vector<T>& items, bool json) {
+  if (json) {
+    google::protobuf::ListValue list;
+    for (const auto& i : items) {
+      if constexpr (std::is_same_v<T, std::string>) {
+        list.add_values()->set_string_value(i);
+      } else {
+        list.add_values()->set_number_value(static_cast<double>(i));
+      }
+    }
+    std::cout << ToJson(list) << "\n";
+    return;
+  }
+  for (const auto& i : items) std::cout << i << "\n";
+}
+
+int Trials(const Args&, Context& ctx) {
+  grpc::ClientContext cc;
+  v1::ListTrialsResponse resp;
+  absl::Status s = FromGrpc(ctx.connection->stub()->ListTrials(&cc, {}, &resp), &cc,
+                            ctx.connection->address());
+  if (!s.ok()) return Fail(s);
+  if (ctx.json) {
+    std::cout << ToJson(resp) << "\n";
+    return 0;
+  }
+  std::printf("%-32s %-8s %7s %9s %10s %8s\n", "TRIAL", "STATE", "WORKERS", "STEPS", "LAST",
+              "TENSORS");
+  for (const auto& t : resp.trials()) {
+    std::printf("%-32s %-8s %7u %9llu %10lld %8llu%s\n", t.name().c_str(),
+                t.ended() ? "ended" : "running", t.num_workers(),
+                static_cast<unsigned long long>(t.num_steps()), static_cast<long long>(t.last_step()),
+                static_cast<unsigned long long>(t.num_tensors()),
+                t.stop_requested() ? "  (stop requested)" : "");
+  }
+  return 0;
+}
+
+int Info(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("info needs TRIAL");
+  client::Trial trial(ctx.connection, args.positional()[0]);
+  auto summary = trial.Summary();
+  if (!summary.ok()) return Fail(summary.status());
+  auto collections = trial.Collections();
+  if (!collections.ok()) return Fail(collections.status());
+  auto rules = trial.RuleStatuses();
+  if (!rules.ok()) return Fail(rules.status());
+  if (ctx.json) {
+    std::cout << ToJson(*summary) << "\n";
+    return 0;
+  }
+  const auto& s = *summary;
+  std::cout << "trial:            " << s.name() << (s.ended() ? " (ended)" : " (running)") << "\n";
+  std::cout << "workers:          " << s.num_workers() << " expected:";
+  for (const auto& w : s.workers()) std::cout << " " << w;
+  std::cout << "\nsteps:            " << s.num_steps() << " saved, last " << s.last_step()
+            << ", complete through " << s.complete_through() << "\nmodes:           ";
+  for (int m : s.modes()) std::cout << " " << client::ModeText(m);
+  std::cout << "\ntensors:          " << s.num_tensors() << "\ncollections:     ";
+  for (const auto& [name, tensors] : *collections) std::cout << " " << name << "(" << tensors.size() << ")";
+  std::cout << "\n";
+  if (s.stop_requested()) std::cout << "stop requested:   " << s.stop_reason() << "\n";
+  for (const auto& r : *rules) {
+    std::cout << "rule " << r.rule() << ": " << v1::RuleStatus::State_Name(r.state());
+    if (r.step() >= 0 && r.state() == v1::RuleStatus::ISSUES_FOUND) std::cout << " at step " << r.step();
+    if (!r.message().empty()) std::cout << " — " << r.message();
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int Steps(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("steps needs TRIAL");
+  auto where = ReadWhere(args);
+  if (!where.ok()) return UsageError(std::string(where.status().message()));
+  client::Trial trial(ctx.connection, args.positional()[0]);
+  auto steps = trial.Steps(where->mode, args.Has("incomplete"));
+  if (!steps.ok()) return Fail(steps.status());
+  PrintList(*steps, ctx.json);
+  return 0;
+}
+
+int Tensors(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("tensors needs TRIAL");
+  auto where = ReadWhere(args);
+  if (!where.ok()) return UsageError(std::string(where.status().message()));
+  if (args.Has("regex") && args.Has("collection")) {
+    return UsageError("give either --regex or --collection, not both");
+  }
+  client::Trial trial(ctx.connection, args.positional()[0]);
+  auto names = trial.TensorNames(where->step, where->mode, args.GetAll("regex"),
+                                 args.Get("collection").value_or(""));
+  if (!names.ok()) return Fail(names.status());
+  PrintList(*names, ctx.json);
+  return 0;
+}
+
+int Workers(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("workers needs TRIAL");
+  auto workers = client::Trial(ctx.connection, args.positional()[0]).Workers();
+  if (!workers.ok()) return Fail(workers.status());
+  PrintList(*workers, ctx.json);
+  return 0;
+}
+
+int Collections(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("collections needs TRIAL");
+  auto c = client::Trial(ctx.connection, args.positional()[0]).Collections();
+  if (!c.ok()) return Fail(c.status());
+  if (ctx.json) {
+    google::protobuf::Struct out;
+    for (const auto& [name, tensors] : *c) {
+      auto* list = (*out.mutable_fields())[name].mutable_list_value();
+      for (const auto& t : tensors) list->add_values()->set_string_value(t);
+    }
+    std::cout << ToJson(out) << "\n";
+    return 0;
+  }
+  for (const auto& [name, tensors] : *c) {
+    std::cout << name << ":";
+    for (const auto& t : tensors) std::cout << " " << t;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int Put(const Args& args, Context& ctx) {
+  if (args.positional().size() != 2) return UsageError("put needs TRIAL NAME");
+  auto step = args.GetUint("step");
+  if (!step.ok()) return UsageError(std::string(step.status().message()));
+  if (!step->has_value()) return UsageError("put needs --step N");
+  auto file = args.Get("file");
+  if (!file.has_value()) return UsageError("put needs --file X.npy");
+  int mode = client::kTrain;
+  if (auto m = args.Get("mode")) {
+    auto parsed = client::ParseMode(*m);
+    if (!parsed.ok()) return UsageError(std::string(parsed.status().message()));
+    mode = *parsed;
+  }
+  auto mode_step = args.GetUint("mode-step");
+  if (!mode_step.ok()) return UsageError(std::string(mode_step.status().message()));
+  auto num_workers = args.GetUint("num-workers");
+  if (!num_workers.ok()) return UsageError(std::string(num_workers.status().message()));
+  auto array = ReadNpyFile(*file);
+  if (!array.ok()) return Fail(array.status());
+
+  client::WriterOptions opts;
+  opts.server = ctx.connection->address();
+  opts.trial = args.positional()[0];
+  opts.worker = args.Get("worker").value_or("worker_0");
+  opts.num_workers = static_cast<uint32_t>(num_workers->value_or(1));
+  auto writer = client::Writer::Open(opts);
+  if (!writer.ok()) return Fail(writer.status());
+  v1::TensorRecord r;
+  r.set_name(args.positional()[1]);
+  r.set_step(**step);
+  r.set_mode(static_cast<v1::Mode>(mode));
+  r.set_mode_step(mode_step->value_or(**step));
+  r.set_dtype(static_cast<v1::DType>(array->dtype));
+  for (int64_t d : array->shape) r.add_shape(d);
+  r.set_has_value(true);
+  *r.mutable_data() = std::move(array->data);
+  for (const auto& c : args.GetAll("collection")) r.add_collections(c);
+  absl::Status s = (*writer)->Write(std::move(r));
+  if (s.ok()) s = (*writer)->EndStep(**step);
+  if (s.ok()) s = (*writer)->Close(/*end_of_training=*/false);
+  if (!s.ok()) return Fail(s);
+  if (!ctx.json) {
+    std::cout << "stored " << args.positional()[1] << " at step " << **step << " of trial "
+              << opts.trial << " (worker " << opts.worker << ")\n";
+  }
+  return 0;
+}
+
+// Element i of a value as a double.
+double Element(DType dtype, const std::string& data, size_t i) {
+  auto get = [&](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, data.data() + i * sizeof(v), sizeof(v));
+    return static_cast<double>(v);
+  };
+  switch (dtype) {
+    case DType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, data.data() + i * 2, 2);
+      return HalfToFloat(h);
+    }
+    case DType::kFloat32:
+      return get(float{});
+    case DType::kFloat64:
+      return get(double{});
+    case DType::kInt8:
+      return get(int8_t{});
+    case DType::kInt16:
+      return get(int16_t{});
+    case DType::kInt32:
+      return get(int32_t{});
+    case DType::kInt64:
+      return get(int64_t{});
+    case DType::kUInt8:
+      return get(uint8_t{});
+    case DType::kBool:
+      return data[i] != 0 ? 1 : 0;
+  }
+  return 0;
+}
+
+int Value(const Args& args, Context& ctx) {
+  if (args.positional().size() != 2) return UsageError("value needs TRIAL NAME");
+  auto where = ReadWhere(args);
+  if (!where.ok()) return UsageError(std::string(where.status().message()));
+  if (!where->step.has_value()) return UsageError("value needs --step N");
+  auto out = args.Get("out");
+  if (!out.has_value() && !ctx.json) return UsageError("value needs --out Y.npy or --json");
+  client::Tensor tensor(ctx.connection, args.positional()[0], args.positional()[1]);
+  auto value = tensor.GetValue(*where->step, where->mode, where->worker);
+  if (!value.ok()) return Fail(value.status());
+  const DType dtype = static_cast<DType>(value->dtype);
+  if (out.has_value()) {
+    NpyArray array{dtype, value->shape, std::move(value->data)};
+    absl::Status s = WriteNpyFile(*out, array);
+    if (!s.ok()) return Fail(s);
+    std::cerr << "wrote " << *out << " (" << DTypeName(dtype) << ", step " << value->step
+              << ", worker " << value->worker << ")\n";
+    value->data = std::move(array.data);
+    if (!ctx.json) return 0;
+  }
+  google::protobuf::Struct json;
+  auto& f = *json.mutable_fields();
+  f["tensor"].set_string_value(args.positional()[1]);
+  f["step"].set_number_value(static_cast<double>(value->step));
+  f["mode"].set_string_value(client::ModeText(value->mode));
+  f["mode_step"].set_number_value(static_cast<double>(value->mode_step));
+  f["worker"].set_string_value(value->worker);
+  f["dtype"].set_string_value(std::string(DTypeName(dtype)));
+  auto* shape = f["shape"].mutable_list_value();
+  for (int64_t d : value->shape) shape->add_values()->set_number_value(static_cast<double>(d));
+  auto* values = f["values"].mutable_list_value();
+  const size_t n = value->data.size() / DTypeSize(dtype);
+  for (size_t i = 0; i < n; ++i) {
+    if (dtype == DType::kBool) {
+      values->add_values()->set_bool_value(value->data[i] != 0);
+    } else {
+      values->add_values()->set_number_value(Element(dtype, value->data, i));
+    }
+  }
+  std::cout << ToJson(json) << "\n";
+  return 0;
+}
+
+int Reduce(const Args& args, Context& ctx) {
+  if (args.positional().size() != 2) return UsageError("reduce needs TRIAL NAME");
+  auto where = ReadWhere(args);
+  if (!where.ok()) return UsageError(std::string(where.status().message()));
+  if (!where->step.has_value()) return UsageError("reduce needs --step N");
+  auto reduction = args.Get("reduction");
+  if (!reduction.has_value()) return UsageError("reduce needs --reduction R");
+  client::Tensor tensor(ctx.connection, args.positional()[0], args.positional()[1]);
+  auto v = tensor.ReductionValue(*where->step, *reduction, where->mode, where->worker,
+                                 args.Has("abs"));
+  if (!v.ok()) return Fail(v.status());
+  if (ctx.json) {
+    google::protobuf::Struct json;
+    (*json.mutable_fields())["reduction"].set_string_value(*reduction);
+    (*json.mutable_fields())["abs"].set_bool_value(args.Has("abs"));
+    (*json.mutable_fields())["value"].set_number_value(*v);
+    std::cout << ToJson(json) << "\n";
+  } else {
+    std::printf("%.17g\n", *v);
+  }
+  return 0;
+}
+
+int HistogramCmd(const Args& args, Context& ctx) {
+  if (args.positional().size() != 2) return UsageError("histogram needs TRIAL NAME");
+  auto where = ReadWhere(args);
+  if (!where.ok()) return UsageError(std::string(where.status().message()));
+  if (!where->step.has_value()) return UsageError("histogram needs --step N");
+  auto bins = args.GetUint("bins");
+  if (!bins.ok()) return UsageError(std::string(bins.status().message()));
+  std::optional<std::pair<double, double>> range;
+  if (auto r = args.Get("range")) {
+    std::vector<std::string> parts = absl::StrSplit(*r, ',');
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    if (parts.size() != 2) return UsageError("--range must be LO,HI");
+    const double lo = std::strtod(parts[0].c_str(), &e1);
+    const double hi = std::strtod(parts[1].c_str(), &e2);
+    if (*e1 != '\0' || *e2 != '\0' || parts[0].empty() || parts[1].empty()) {
+      return UsageError("--range must be LO,HI (two numbers)");
+    }
+    range = std::make_pair(lo, hi);
+  }
+  client::Tensor tensor(ctx.connection, args.positional()[0], args.positional()[1]);
+  auto h = tensor.GetHistogram(*where->step, static_cast<int>(bins->value_or(20)), range,
+                               where->mode, where->worker);
+  if (!h.ok()) return Fail(h.status());
+  if (ctx.json) {
+    v1::HistogramResponse resp;
+    for (double e : h->edges) resp.add_edges(e);
+    for (uint64_t c : h->counts) resp.add_counts(c);
+    resp.set_nan_count(h->nan_count);
+    resp.set_outside_count(h->outside_count);
+    std::cout << ToJson(resp) << "\n";
+    return 0;
+  }
+  std::cout << RenderBarChart(h->edges, h->counts);
+  if (h->nan_count > 0) std::cout << "NaN: " << h->nan_count << "\n";
+  if (h->outside_count > 0) std::cout << "outside the range: " << h->outside_count << "\n";
+  return 0;
+}
+
+int End(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("end needs TRIAL");
+  auto was = client::Trial(ctx.connection, args.positional()[0]).End();
+  if (!was.ok()) return Fail(was.status());
+  if (!ctx.json) {
+    std::cout << "trial " << args.positional()[0]
+              << (*was ? " ended" : " had already ended") << "\n";
+  }
+  return 0;
+}
+
+int Wait(const Args& args, Context& ctx) {
+  if (args.positional().size() < 2) return UsageError("wait needs TRIAL STEP...");
+  auto where = ReadWhere(args);
+  if (!where.ok()) return UsageError(std::string(where.status().message()));
+  auto timeout = args.GetDouble("timeout");
+  if (!timeout.ok()) return UsageError(std::string(timeout.status().message()));
+  std::vector<uint64_t> steps;
+  for (size_t i = 1; i < args.positional().size(); ++i) {
+    char* end = nullptr;
+    const std::string& p = args.positional()[i];
+    const unsigned long long n = std::strtoull(p.c_str(), &end, 10);
+    if (p.empty() || p[0] == '-' || *end != '\0') return UsageError("steps must be integers >= 0");
+    steps.push_back(n);
+  }
+  client::Trial trial(ctx.connection, args.positional()[0]);
+  absl::Status s = trial.WaitForSteps(steps, where->mode, timeout->value_or(0));
+  if (!s.ok()) return Fail(s);
+  if (!ctx.json) std::cout << "available\n";
+  return 0;
+}
+
+int Watch(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("watch needs TRIAL");
+  auto from = args.GetUint("from");
+  if (!from.ok()) return UsageError(std::string(from.status().message()));
+  grpc::ClientContext cc;
+  v1::WatchStepsRequest req;
+  req.set_trial(args.positional()[0]);
+  req.set_from_step(from->value_or(0));
+  auto reader = ctx.connection->stub()->WatchSteps(&cc, req);
+  v1::StepEvent ev;
+  while (reader->Read(&ev)) {
+    if (ctx.json) {
+      std::cout << ToJson(ev) << std::endl;
+    } else if (ev.end_of_trial()) {
+      std::cout << "end of trial" << std::endl;
+    } else {
+      std::cout << "step " << ev.step() << " complete (" << client::ModeText(ev.mode())
+                << " step " << ev.mode_step() << ")" << std::endl;
+    }
+  }
+  absl::Status s = FromGrpc(reader->Finish(), &cc, ctx.connection->address());
+  return s.ok() ? 0 : Fail(s);
+}
+
+void PrintRule(const v1::RuleStatus& r, bool json) {
+  if (json) {
+    std::cout << ToJson(r) << std::endl;
+    return;
+  }
+  std::cout << r.rule() << ": " << v1::RuleStatus::State_Name(r.state());
+  if (r.state() == v1::RuleStatus::ISSUES_FOUND) std::cout << " at step " << r.step();
+  if (r.last_evaluated_step() >= 0) std::cout << " (evaluated through step " << r.last_evaluated_step() << ")";
+  if (!r.message().empty()) std::cout << " — " << r.message();
+  if (!r.action().empty()) std::cout << " [action: " << r.action() << "]";
+  std::cout << std::endl;
+}
+
+int Rules(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("rules needs TRIAL");
+  if (!args.Has("watch")) {
+    auto rules = client::Trial(ctx.connection, args.positional()[0]).RuleStatuses();
+    if (!rules.ok()) return Fail(rules.status());
+    if (rules->empty() && !ctx.json) std::cout << "no rule has reported on this trial\n";
+    for (const auto& r : *rules) PrintRule(r, ctx.json);
+    return 0;
+  }
+  grpc::ClientContext cc;
+  v1::WatchRuleStatusesRequest req;
+  req.set_trial(args.positional()[0]);
+  auto reader = ctx.connection->stub()->WatchRuleStatuses(&cc, req);
+  v1::RuleStatus r;
+  while (reader->Read(&r)) PrintRule(r, ctx.json);
+  absl::Status s = FromGrpc(reader->Finish(), &cc, ctx.connection->address());
+  return s.ok() ? 0 : Fail(s);
+}
+
+struct Command {
+  std::function<int(const Args&, Context&)> run;
+  std::set<std::string> value_flags;
+  std::set<std::string> bool_flags;
+};
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& argv) {
+  const std::map<std::string, Command> commands = {
+      {"trials", {Trials, {}, {}}},
+      {"info", {Info, {}, {}}},
+      {"steps", {Steps, {"mode"}, {"incomplete"}}},
+      {"tensors", {Tensors, {"step", "mode", "regex", "collection"}, {}}},
+      {"workers", {Workers, {}, {}}},
+      {"collections", {Collections, {}, {}}},
+      {"put",
+       {Put, {"step", "mode", "mode-step", "worker", "collection", "file", "num-workers"}, {}}},
+      {"value", {Value, {"step", "mode", "worker", "out"}, {}}},
+      {"reduce", {Reduce, {"step", "mode", "worker", "reduction"}, {"abs"}}},
+      {"histogram", {HistogramCmd, {"step", "mode", "worker", "bins", "range"}, {}}},
+      {"end", {End, {}, {}}},
+      {"wait", {Wait, {"mode", "timeout"}, {}}},
+      {"watch", {Watch, {"from"}, {}}},
+      {"rules", {Rules, {}, {"watch"}}},
+  };
+  std::string server;
+  size_t i = 0;
+  for (; i < argv.size(); ++i) {
+    if (argv[i] == "--help" || argv[i] == "-h" || argv[i] == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (argv[i] == "--server" && i + 1 < argv.size()) {
+      server = argv[++i];
+    } else if (argv[i].rfind("--server=", 0) == 0) {
+      server = argv[i].substr(9);
+    } else {
+      break;
+    }
+  }
+  if (i >= argv.size()) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  auto it = commands.find(argv[i]);
+  if (it == commands.end()) return UsageError("unknown command '" + argv[i] + "'");
+  std::vector<std::string> rest;
+  for (size_t j = i + 1; j < argv.size(); ++j) {
+    if (argv[j] == "--server" && j + 1 < argv.size()) {
+      server = argv[++j];
+    } else {
+      rest.push_back(argv[j]);
+    }
+  }
+  std::set<std::string> bool_flags = it->second.bool_flags;
+  bool_flags.insert("json");
+  auto args = Args::Parse(rest, it->second.value_flags, bool_flags);
+  if (!args.ok()) return UsageError(std::string(args.status().message()));
+  auto connection = Connection::Open(ResolveServer(server));
+  if (!connection.ok()) return Fail(connection.status());
+  Context ctx{*connection, args->Has("json")};
+  return it->second.run(*args, ctx);
+}
+
+}  // namespace cli
+}  // namespace tensorkeep

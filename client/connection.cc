@@ -1,0 +1,48 @@
+#include "client/connection.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "base/errors.h"
+
+namespace tensorkeep {
+
+std::string ResolveServer(const std::string& address) {
+  if (!address.empty()) return address;
+  const char* env = std::getenv(kServerEnv);
+  if (env != nullptr && *env != '\0') return env;
+  return kDefaultServer;
+}
+
+Connection::Connection(std::string address, std::shared_ptr<grpc::Channel> channel)
+    : address_(std::move(address)),
+      channel_(std::move(channel)),
+      stub_(v1::TensorKeep::NewStub(channel_)) {}
+
+absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& address) {
+  if (address.empty()) return absl::InvalidArgumentError("empty collector address");
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(512 << 20);
+  args.SetMaxSendMessageSize(512 << 20);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return std::shared_ptr<Connection>(new Connection(address, std::move(channel)));
+}
+
+absl::Status FromGrpc(const grpc::Status& status, const grpc::ClientContext* context,
+                      const std::string& address) {
+  if (status.ok()) return absl::OkStatus();
+  Reason reason = Reason::kNone;
+  if (context != nullptr) {
+    const auto& md = context->GetServerTrailingMetadata();
+    auto it = md.find(kReasonKey);
+    if (it != md.end()) reason = ReasonFromName(std::string(it->second.data(), it->second.size()));
+  }
+  if (reason != Reason::kNone) return MakeError(reason, status.error_message());
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return absl::UnavailableError(absl::StrCat("cannot reach the collector at ", address, ": ",
+                                               status.error_message()));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace tensorkeep

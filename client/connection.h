@@ -1,0 +1,49 @@
+// Connection: a channel and stub to one collector, shared by Trial, Tensor
+// and Writer objects; and the mapping of gRPC statuses back to tensorkeep's
+// reasons (base/errors.h), so that callers see TensorUnavailableForStep & co.
+//
+// Thread safety: thread-safe (gRPC stubs are).
+#ifndef TENSORKEEP_CLIENT_CONNECTION_H_
+#define TENSORKEEP_CLIENT_CONNECTION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/tensorkeep.grpc.pb.h"
+
+namespace tensorkeep {
+
+// The default collector address, and the environment variable that overrides it.
+inline constexpr char kDefaultServer[] = "127.0.0.1:7077";
+inline constexpr char kServerEnv[] = "TENSORKEEP_SERVER";
+
+// `address` if non-empty, else $TENSORKEEP_SERVER, else kDefaultServer.
+std::string ResolveServer(const std::string& address);
+
+class Connection {
+ public:
+  // Creates the channel (lazily connected). Fails only on an empty address.
+  static absl::StatusOr<std::shared_ptr<Connection>> Open(const std::string& address);
+
+  const std::string& address() const { return address_; }
+  v1::TensorKeep::Stub* stub() const { return stub_.get(); }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+ private:
+  Connection(std::string address, std::shared_ptr<grpc::Channel> channel);
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::TensorKeep::Stub> stub_;
+};
+
+// A gRPC status as absl::Status, with the "tk-reason" trailing metadata of
+// `context` (may be null) attached as the reason payload. Connection
+// failures say which address could not be reached.
+absl::Status FromGrpc(const grpc::Status& status, const grpc::ClientContext* context,
+                      const std::string& address);
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_CLIENT_CONNECTION_H_
