@@ -223,13 +223,14 @@ void Writer::SendLoop() {
         ok = Send(request, bytes);
       }
     } else {
-      const uint64_t seq = next_seq_;
-      ok = Send(request, 0);
+      // Record the seq before sending: the ack (and the end of the stream
+      // after a Close) may arrive before Write() returns.
       if (item.flush != nullptr) {
         std::lock_guard<std::mutex> l(mu_);
         item.flush->sent = true;
-        item.flush->seq = seq;
+        item.flush->seq = next_seq_;
       }
+      ok = Send(request, 0);
       cv_.notify_all();
     }
     if (!ok) {

@@ -206,6 +206,10 @@ absl::Status WriteSession::CheckCommitted(const v1::TensorRecord& r, bool* skip)
 absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatch& batch) {
   const int n = batch.records_size();
   if (n == 0) return Outcome{};
+  // value_size 0 with data: the whole value is in this message.
+  for (auto& r : *batch.mutable_records()) {
+    if (r.has_value() && r.value_size() == 0) r.set_value_size(r.data().size());
+  }
   // A last record whose bytes are still to come waits for its chunks.
   const v1::TensorRecord& last = batch.records(n - 1);
   const bool waiting = last.has_value() && last.data().size() < last.value_size();

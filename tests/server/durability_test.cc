@@ -1,0 +1,134 @@
+// Every acknowledged write survives kill -9 of the collector; the server
+// refuses a data directory in use and stops cleanly on SIGTERM.
+#include <filesystem>
+
+#include "base/errors.h"
+#include "client/trial.h"
+#include "client/writer.h"
+#include "gmock/gmock.h"
+#include "tests/server/server_process.h"
+#include "tests/server/test_server.h"
+
+namespace tensorkeep {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Float32Record;
+using testing::ServerProcess;
+
+class DurabilityTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::MakeTempDir("durability"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::vector<std::string> Args() const {
+    return {"--listen", "127.0.0.1:0", "--data-dir", dir_ + "/db", "--log-level", "warn"};
+  }
+  std::string dir_;
+};
+
+TEST_F(DurabilityTest, AcknowledgedWritesSurviveKill9) {
+  constexpr int kSteps = 150;
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(Args())) << server.stderr_text;
+    client::WriterOptions o;
+    o.server = server.address;
+    o.trial = "crash";
+    for (const char* worker : {"worker_0", "worker_1"}) {
+      o.worker = worker;
+      o.num_workers = 2;
+      auto w = client::Writer::Open(o);
+      ASSERT_TRUE(w.ok()) << w.status();
+      for (int s = 0; s < kSteps; ++s) {
+        for (int t = 0; t < 3; ++t) {
+          const uint32_t seed = s * 10 + t + (worker[7] == '1' ? 5000 : 0);
+          ASSERT_TRUE((*w)->Write(Float32Record("t" + std::to_string(t), s, 256, seed)).ok());
+        }
+        ASSERT_TRUE((*w)->EndStep(s).ok());
+      }
+      ASSERT_TRUE((*w)->Flush().ok());  // everything above is acknowledged
+      // Unacknowledged extra writes may or may not survive; none may corrupt.
+      ASSERT_TRUE((*w)->Write(Float32Record("extra", kSteps, 256, 1)).ok());
+      (*w).release();  // leave the stream open, as a crashing world would
+    }
+    server.Signal(SIGKILL);
+    const int status = server.Wait();
+    ASSERT_TRUE(WIFSIGNALED(status));
+  }
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(Args())) << again.stderr_text;
+  auto c = Connection::Open(again.address);
+  client::Trial trial(*c, "crash");
+  auto steps = trial.Steps();
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  ASSERT_GE(steps->size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) EXPECT_EQ((*steps)[s], static_cast<uint64_t>(s));
+  for (int s = 0; s < kSteps; s += 7) {
+    for (const char* worker : {"worker_0", "worker_1"}) {
+      for (int t = 0; t < 3; ++t) {
+        const uint32_t seed = s * 10 + t + (worker[7] == '1' ? 5000 : 0);
+        auto v = trial.tensor("t" + std::to_string(t)).GetValue(s, client::kGlobal, worker);
+        ASSERT_TRUE(v.ok()) << v.status();
+        EXPECT_EQ(v->data, Float32Record("x", s, 256, seed).data()) << "step " << s;
+      }
+    }
+  }
+  // Writing continues after the restart.
+  client::WriterOptions o;
+  o.server = again.address;
+  o.trial = "crash";
+  o.worker = "worker_0";
+  o.num_workers = 2;
+  auto w = client::Writer::Open(o);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Write(Float32Record("t0", kSteps + 5, 8, 1)).ok());
+  ASSERT_TRUE((*w)->Flush().ok());
+}
+
+TEST_F(DurabilityTest, ASecondServerOnTheSameDirectoryFailsClearly) {
+  ServerProcess first;
+  ASSERT_TRUE(first.Start(Args()));
+  ServerProcess second;
+  EXPECT_FALSE(second.Start(Args()));
+  const int status = second.Wait();
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_THAT(second.stderr_text, HasSubstr("in use by another tensorkeep-server"));
+}
+
+TEST_F(DurabilityTest, SigtermShutsDownCleanlyAndDataRemains) {
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(Args()));
+    client::WriterOptions o;
+    o.server = server.address;
+    o.trial = "clean";
+    auto w = client::Writer::Open(o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Write(Float32Record("x", 0, 16, 3)).ok());
+    ASSERT_TRUE((*w)->Close(true).ok());
+    server.Signal(SIGTERM);
+    const int status = server.Wait();
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_THAT(server.stderr_text, ::testing::Not(HasSubstr("error")));
+  }
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(Args()));
+  auto c = Connection::Open(again.address);
+  client::Trial trial(*c, "clean");
+  auto v = trial.tensor("x").GetValue(0);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->data, Float32Record("x", 0, 16, 3).data());
+  EXPECT_TRUE(trial.Summary()->ended());
+}
+
+TEST_F(DurabilityTest, FirstLineIsExactlyListeningOnTheRealPort) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(Args()));
+  EXPECT_THAT(server.first_line, ::testing::MatchesRegex("listening on 127\\.0\\.0\\.1:[1-9][0-9]*"));
+  EXPECT_THAT(server.first_line, ::testing::Not(HasSubstr(":0")));
+}
+
+}  // namespace
+}  // namespace tensorkeep

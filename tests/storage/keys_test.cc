@@ -1,0 +1,107 @@
+#include "storage/keys.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tensorkeep {
+namespace {
+
+TEST(KeysTest, ValueKeyRoundTrips) {
+  const std::string key = ValueKey("trial-1", 123456789012345ull, "worker_3", "layer/1:weight");
+  KeyReader r(key);
+  KeyFamily f;
+  std::string_view trial, worker, name;
+  uint64_t step;
+  ASSERT_TRUE(r.Family(&f));
+  EXPECT_EQ(f, KeyFamily::kValue);
+  ASSERT_TRUE(r.Str(&trial));
+  ASSERT_TRUE(r.U64(&step));
+  ASSERT_TRUE(r.Str(&worker));
+  ASSERT_TRUE(r.Str(&name));
+  EXPECT_TRUE(r.AtEnd());
+  EXPECT_EQ(trial, "trial-1");
+  EXPECT_EQ(step, 123456789012345ull);
+  EXPECT_EQ(worker, "worker_3");
+  EXPECT_EQ(name, "layer/1:weight");
+}
+
+TEST(KeysTest, TensorKeyRoundTripsNamesWithSeparatorsAndZeros) {
+  const std::string name("a\0b/c", 5);
+  const std::string key = TensorKey("t", name, 7, "w");
+  KeyReader r(key);
+  KeyFamily f;
+  std::string_view trial, got, worker;
+  uint64_t step;
+  ASSERT_TRUE(r.Family(&f) && r.Str(&trial) && r.Str(&got) && r.U64(&step) && r.Str(&worker));
+  EXPECT_EQ(got, name);
+  EXPECT_EQ(step, 7u);
+  EXPECT_EQ(worker, "w");
+}
+
+TEST(KeysTest, StepsSortNumericallyNotLexically) {
+  std::vector<uint64_t> steps = {0, 1, 2, 9, 10, 11, 99, 100, 255, 256, 65535, 65536,
+                                 1ull << 32, (1ull << 62) - 1};
+  std::vector<std::string> keys;
+  for (uint64_t s : steps) keys.push_back(ValueKey("trial", s, "worker_0", "x"));
+  std::vector<std::string> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, keys);
+}
+
+TEST(KeysTest, ValueKeysAreStepMajor) {
+  // Every worker's value at step 1 sorts before any value at step 2.
+  EXPECT_LT(ValueKey("t", 1, "worker_9", "zzz"), ValueKey("t", 2, "worker_0", "aaa"));
+  EXPECT_LT(ValueKey("t", 1, "worker_0", "zzz"), ValueKey("t", 1, "worker_1", "aaa"));
+}
+
+TEST(KeysTest, NoTwoDistinctComponentListsShareAKey) {
+  // Names containing what a separator-based encoding would use cannot collide.
+  EXPECT_NE(CollectionKey("a", "b", "c"), CollectionKey("a", "bc", ""));
+  EXPECT_NE(WorkerKey("ab", "c"), WorkerKey("a", "bc"));
+  EXPECT_NE(TensorKey("t", "n", 1, "w"), TensorKey("t", std::string("n\0\0", 3), 1, "w"));
+}
+
+TEST(KeysTest, FamiliesAndTrialsArePrefixes) {
+  const std::string prefix = TrialPrefix(KeyFamily::kTensor, "t1");
+  EXPECT_EQ(TensorKey("t1", "x", 3, "w").rfind(prefix, 0), 0u);
+  EXPECT_NE(TensorKey("t10", "x", 3, "w").rfind(prefix, 0), 0u) << "t10 must not match t1";
+  EXPECT_EQ(TrialKey("t").rfind(FamilyPrefix(KeyFamily::kTrial), 0), 0u);
+}
+
+TEST(KeysTest, ReaderRejectsTruncatedKeys) {
+  const std::string key = ValueKey("trial", 5, "worker_0", "name");
+  for (size_t n = 0; n < key.size(); ++n) {
+    KeyReader r(std::string_view(key).substr(0, n));
+    KeyFamily f;
+    std::string_view a, b, c;
+    uint64_t s;
+    const bool ok = r.Family(&f) && r.Str(&a) && r.U64(&s) && r.Str(&b) && r.Str(&c);
+    EXPECT_FALSE(ok) << "prefix of length " << n << " parsed";
+  }
+}
+
+TEST(KeysTest, RandomRoundTrips) {
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 1000; ++i) {
+    std::string name(rng() % 300, '\0');
+    for (char& c : name) c = static_cast<char>(rng());
+    const uint64_t step = rng() >> 2;
+    const std::string key = TensorKey("trial", name, step, "w");
+    KeyReader r(key);
+    KeyFamily f;
+    std::string_view t, n, w;
+    uint64_t s;
+    ASSERT_TRUE(r.Family(&f) && r.Str(&t) && r.Str(&n) && r.U64(&s) && r.Str(&w));
+    EXPECT_EQ(n, name);
+    EXPECT_EQ(s, step);
+    EXPECT_TRUE(r.AtEnd());
+  }
+}
+
+}  // namespace
+}  // namespace tensorkeep
