@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Command 2 of the README: installs what is missing, builds, and runs the
+# whole test suite (C++ gtest binaries and the Python pytest files, all
+# registered with ctest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+cd build
+ctest --output-on-failure -j"${JOBS:-$(nproc)}" --timeout 600 "$@"
