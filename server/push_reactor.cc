@@ -11,12 +11,12 @@ PushReactor::PushReactor(grpc::CallbackServerContext* context, Collector* collec
 }
 
 void PushReactor::OnReadDone(bool ok) {
-  Action action;
+  Actions action;
   if (!ok) {
     absl::MutexLock lock(&mu_);
     reading_ = false;
     reads_done_ = true;
-    action = NextActionLocked();
+    action = NextActionsLocked();
   } else {
     const uint64_t seq = request_.seq();
     auto outcome = session_.Handle(request_);
@@ -39,13 +39,13 @@ void PushReactor::OnReadDone(bool ok) {
         collector_->Submit(std::move(w));
       }
     }
-    action = NextActionLocked();
+    action = NextActionsLocked();
   }
   Act(action);
 }
 
 void PushReactor::OnCommitted(uint64_t seq, const absl::Status& status) {
-  Action action;
+  Actions action;
   {
     absl::MutexLock lock(&mu_);
     if (!inflight_.empty() && inflight_.front() == seq) inflight_.pop_front();
@@ -55,13 +55,13 @@ void PushReactor::OnCommitted(uint64_t seq, const absl::Status& status) {
       reads_done_ = true;
     }
     ack_wanted_ = true;
-    action = NextActionLocked();
+    action = NextActionsLocked();
   }
   Act(action);
 }
 
 void PushReactor::OnWriteDone(bool ok) {
-  Action action;
+  Actions action;
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
@@ -71,7 +71,7 @@ void PushReactor::OnWriteDone(bool ok) {
       ack_wanted_ = false;
       if (error_.ok()) error_ = absl::CancelledError("client went away");
     }
-    action = NextActionLocked();
+    action = NextActionsLocked();
   }
   Act(action);
 }
@@ -95,65 +95,47 @@ v1::PushResponse PushReactor::MakeAckLocked() {
   return ack;
 }
 
-PushReactor::Action PushReactor::NextActionLocked() {
-  if (finished_) return Action::kNone;
+PushReactor::Actions PushReactor::NextActionsLocked() {
+  Actions a;
+  if (finished_) return a;
   if (!writing_ && ack_wanted_) {
+    ack_wanted_ = false;
     const uint64_t acked = inflight_.empty() ? last_seq_ : inflight_.front() - 1;
     bool stop_news = false;
-    if (!stop_sent_ && session_.trial() != nullptr) stop_news = session_.trial()->stop_requested(nullptr);
+    if (!stop_sent_ && session_.trial() != nullptr) {
+      stop_news = session_.trial()->stop_requested(nullptr);
+    }
     if (acked > acked_sent_ || stop_news) {
-      ack_wanted_ = false;
       response_ = MakeAckLocked();
       writing_ = true;
-      return Action::kWrite;
+      a.write = true;
     }
-    ack_wanted_ = false;
   }
   if (reads_done_) {
-    if (inflight_.empty() && !writing_ && !ack_wanted_) {
+    if (inflight_.empty() && !writing_) {
       finished_ = true;
-      return Action::kFinish;
+      a.finish = true;
+      a.status = absl::IsCancelled(error_) ? absl::OkStatus() : error_;
     }
-    return Action::kNone;
+    return a;
   }
   if (!reading_ && inflight_.size() < kMaxInflightPerStream &&
       (inflight_.empty() || collector_->queued_bytes() < kQueueBudget)) {
     reading_ = true;
-    return Action::kRead;
+    a.read = true;
   }
-  return Action::kNone;
+  return a;
 }
 
-void PushReactor::Act(Action action) {
-  switch (action) {
-    case Action::kNone:
-      return;
-    case Action::kRead:
-      StartRead(&request_);
-      return;
-    case Action::kWrite: {
-      // response_ is not touched again until OnWriteDone.
-      StartWrite(&response_);
-      // A write and a read may be outstanding together.
-      Action next;
-      {
-        absl::MutexLock lock(&mu_);
-        next = NextActionLocked();
-      }
-      if (next == Action::kRead) StartRead(&request_);
-      return;
-    }
-    case Action::kFinish: {
-      absl::Status error;
-      {
-        absl::MutexLock lock(&mu_);
-        error = error_;
-      }
-      if (absl::IsCancelled(error)) error = absl::OkStatus();
-      Finish(ToGrpcStatus(error, context_));
-      return;
-    }
+void PushReactor::Act(const Actions& a) {
+  // A read and a write may be outstanding together. Start the read first:
+  // the reactor cannot finish while the write it is about to start is pending.
+  if (a.read) StartRead(&request_);
+  if (a.write) {
+    StartWrite(&response_);  // response_ is not touched again until OnWriteDone
+    return;
   }
+  if (a.finish) Finish(ToGrpcStatus(a.status, context_));
 }
 
 }  // namespace tensorkeep

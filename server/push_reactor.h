@@ -39,9 +39,17 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
 
  private:
   // What to do after a state change, decided under mu_ and done outside it.
-  enum class Action { kNone, kRead, kWrite, kFinish };
-  Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Act(Action action);
+  // Act() starts the read before the write and touches nothing after its
+  // last gRPC call: once a write or Finish is started, the reactor may be
+  // deleted (OnDone) on another thread at any moment.
+  struct Actions {
+    bool read = false;
+    bool write = false;
+    bool finish = false;
+    absl::Status status;  // for finish
+  };
+  Actions NextActionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Act(const Actions& actions);
   void OnCommitted(uint64_t seq, const absl::Status& status);
   v1::PushResponse MakeAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

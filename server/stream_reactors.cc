@@ -84,7 +84,9 @@ WaitReactor::WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<T
       mode_(mode),
       guard_(std::make_shared<ReactorGuard<WaitReactor>>()) {
   // Callbacks registered below wait on the guard until construction is done.
-  std::lock_guard<std::mutex> lock(guard_->mu);
+  // (A local copy keeps the guard's mutex alive past the unlock.)
+  std::shared_ptr<ReactorGuard<WaitReactor>> self = guard_;
+  std::lock_guard<std::mutex> lock(self->mu);
   guard_->reactor = this;
   std::weak_ptr<ReactorGuard<WaitReactor>> weak = guard_;
   auto through_guard = [weak](auto fn) {
@@ -154,38 +156,44 @@ void WaitReactor::Complete(const absl::Status& status) {
 }
 
 void WaitReactor::OnCancel() {
-  std::lock_guard<std::mutex> lock(guard_->mu);
+  std::shared_ptr<ReactorGuard<WaitReactor>> self = guard_;
+  std::lock_guard<std::mutex> lock(self->mu);
   Complete(absl::CancelledError("wait cancelled"));
 }
 
 void WaitReactor::OnDone() {
+  std::shared_ptr<ReactorGuard<WaitReactor>> self = guard_;
   {
-    std::lock_guard<std::mutex> lock(guard_->mu);
-    guard_->reactor = nullptr;
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->reactor = nullptr;
   }
   delete this;
 }
 
 // ---------------------------------------------------------------- watch steps
+//
+// Every entry point (constructor, subscription callback, OnWriteDone,
+// OnCancel) runs under the guard's mutex, and OnDone takes it before deleting
+// the reactor: so no entry point can see the reactor deleted under it.
 
 WatchStepsReactor::WatchStepsReactor(std::shared_ptr<Trial> trial, uint64_t from_step)
     : trial_(std::move(trial)),
       guard_(std::make_shared<ReactorGuard<WatchStepsReactor>>()),
       cursor_(from_step) {
-  guard_->reactor = this;
+  std::shared_ptr<ReactorGuard<WatchStepsReactor>> self = guard_;
+  std::lock_guard<std::mutex> lock(self->mu);
+  self->reactor = this;
   std::weak_ptr<ReactorGuard<WatchStepsReactor>> weak = guard_;
   subscription_ = trial_->Subscribe([weak] {
     if (auto g = weak.lock()) {
       std::lock_guard<std::mutex> lock(g->mu);
-      if (g->reactor != nullptr) g->reactor->Pump();
+      if (g->reactor != nullptr) g->reactor->PumpLocked();
     }
   });
-  std::lock_guard<std::mutex> lock(guard_->mu);
-  Pump();
+  PumpLocked();
 }
 
-void WatchStepsReactor::Pump() {
-  std::lock_guard<std::mutex> lock(mu_);
+void WatchStepsReactor::PumpLocked() {
   if (writing_ || finished_) return;
   auto next = trial_->CompleteStepsFrom(cursor_, 1);
   event_.Clear();
@@ -207,30 +215,31 @@ void WatchStepsReactor::Pump() {
 }
 
 void WatchStepsReactor::OnWriteDone(bool ok) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    writing_ = false;
-    if (!ok) {
-      if (finished_) return;
-      finished_ = true;
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
+  std::shared_ptr<ReactorGuard<WatchStepsReactor>> self = guard_;
+  std::lock_guard<std::mutex> lock(self->mu);
+  writing_ = false;
+  if (finished_) return;
+  if (!ok) {
+    finished_ = true;
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+    return;
   }
-  Pump();
+  PumpLocked();
 }
 
 void WatchStepsReactor::OnCancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<ReactorGuard<WatchStepsReactor>> self = guard_;
+  std::lock_guard<std::mutex> lock(self->mu);
   if (finished_ || writing_) return;  // a pending write fails and finishes
   finished_ = true;
   Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
 }
 
 void WatchStepsReactor::OnDone() {
+  std::shared_ptr<ReactorGuard<WatchStepsReactor>> self = guard_;
   {
-    std::lock_guard<std::mutex> lock(guard_->mu);
-    guard_->reactor = nullptr;
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->reactor = nullptr;
   }
   delete this;
 }
@@ -239,20 +248,20 @@ void WatchStepsReactor::OnDone() {
 
 WatchRulesReactor::WatchRulesReactor(std::shared_ptr<Trial> trial)
     : trial_(std::move(trial)), guard_(std::make_shared<ReactorGuard<WatchRulesReactor>>()) {
-  guard_->reactor = this;
+  std::shared_ptr<ReactorGuard<WatchRulesReactor>> self = guard_;
+  std::lock_guard<std::mutex> lock(self->mu);
+  self->reactor = this;
   std::weak_ptr<ReactorGuard<WatchRulesReactor>> weak = guard_;
   subscription_ = trial_->Subscribe([weak] {
     if (auto g = weak.lock()) {
       std::lock_guard<std::mutex> lock(g->mu);
-      if (g->reactor != nullptr) g->reactor->Pump();
+      if (g->reactor != nullptr) g->reactor->PumpLocked();
     }
   });
-  std::lock_guard<std::mutex> lock(guard_->mu);
-  Pump();
+  PumpLocked();
 }
 
-void WatchRulesReactor::Pump() {
-  std::lock_guard<std::mutex> lock(mu_);
+void WatchRulesReactor::PumpLocked() {
   if (writing_ || finished_) return;
   for (const v1::RuleStatus& rs : trial_->RuleStatuses()) {
     auto it = sent_.find(rs.rule());
@@ -266,30 +275,31 @@ void WatchRulesReactor::Pump() {
 }
 
 void WatchRulesReactor::OnWriteDone(bool ok) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    writing_ = false;
-    if (!ok) {
-      if (finished_) return;
-      finished_ = true;
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
+  std::shared_ptr<ReactorGuard<WatchRulesReactor>> self = guard_;
+  std::lock_guard<std::mutex> lock(self->mu);
+  writing_ = false;
+  if (finished_) return;
+  if (!ok) {
+    finished_ = true;
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+    return;
   }
-  Pump();
+  PumpLocked();
 }
 
 void WatchRulesReactor::OnCancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<ReactorGuard<WatchRulesReactor>> self = guard_;
+  std::lock_guard<std::mutex> lock(self->mu);
   if (finished_ || writing_) return;
   finished_ = true;
   Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
 }
 
 void WatchRulesReactor::OnDone() {
+  std::shared_ptr<ReactorGuard<WatchRulesReactor>> self = guard_;
   {
-    std::lock_guard<std::mutex> lock(guard_->mu);
-    guard_->reactor = nullptr;
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->reactor = nullptr;
   }
   delete this;
 }

@@ -89,12 +89,12 @@ class WatchStepsReactor : public grpc::ServerWriteReactor<v1::StepEvent> {
   void OnDone() override;
 
  private:
-  void Pump();
+  void PumpLocked();  // guard_->mu held
 
   std::shared_ptr<Trial> trial_;
   std::shared_ptr<ReactorGuard<WatchStepsReactor>> guard_;
   std::shared_ptr<TrialSubscription> subscription_;
-  std::mutex mu_;
+  // Guarded by guard_->mu.
   uint64_t cursor_;
   bool writing_ = false;
   bool finished_ = false;
@@ -110,12 +110,12 @@ class WatchRulesReactor : public grpc::ServerWriteReactor<v1::RuleStatus> {
   void OnDone() override;
 
  private:
-  void Pump();
+  void PumpLocked();  // guard_->mu held
 
   std::shared_ptr<Trial> trial_;
   std::shared_ptr<ReactorGuard<WatchRulesReactor>> guard_;
   std::shared_ptr<TrialSubscription> subscription_;
-  std::mutex mu_;
+  // Guarded by guard_->mu.
   std::map<std::string, double> sent_;  // rule -> updated_unix sent
   bool writing_ = false;
   bool finished_ = false;

@@ -1,0 +1,78 @@
+// Element types of the tensors tensorkeep stores, their sizes and numpy names,
+// the size check every stored value goes through, and IEEE binary16 (float16)
+// conversions.
+//
+// All functions here are pure and thread-safe.
+#ifndef TENSORKEEP_TENSOR_DTYPE_H_
+#define TENSORKEEP_TENSOR_DTYPE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace tensorkeep {
+
+// The element type of a tensor. The numbers equal those of the proto enum
+// `tensorkeep.DType` (0 there means "unspecified" and is not a valid DType).
+// Values are stored little-endian; kBool is one byte per element, 0 or 1.
+enum class DType : int {
+  kFloat16 = 1,
+  kFloat32 = 2,
+  kFloat64 = 3,
+  kInt8 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kUInt8 = 8,
+  kBool = 9,
+};
+
+// True if `value` is the number of one of the DType enumerators (1..9).
+bool IsValidDType(int value);
+
+// Bytes per element of `dtype` (1, 2, 4 or 8); 0 for a value that is not a
+// valid DType.
+size_t DTypeSize(DType dtype);
+
+// numpy's name of `dtype`: "float16", "float32", "float64", "int8", "int16",
+// "int32", "int64", "uint8" or "bool"; "invalid" for a value that is not a
+// valid DType.
+std::string_view DTypeName(DType dtype);
+
+// The inverse of DTypeName: the DType whose numpy name is `name` (exact,
+// case-sensitive match). Returns InvalidArgument, listing the accepted names,
+// for any other string.
+absl::StatusOr<DType> ParseDType(std::string_view name);
+
+// Checks that a value of `bytes` bytes holds exactly a tensor of `dtype` and
+// `shape`, i.e. bytes == product(shape) * DTypeSize(dtype). An empty shape is a
+// scalar (one element). Returns OK if so; otherwise InvalidArgument naming the
+// expected and actual sizes, or saying that `dtype` is invalid, that a
+// dimension is negative, or that the size overflows 64 bits.
+absl::Status CheckValueSize(DType dtype, absl::Span<const int64_t> shape, size_t bytes);
+
+// Converts `count` elements of `dtype` starting at `src` (little-endian, any
+// alignment) to float64 into `out[0..count)`, as numpy's `astype(np.float64)`
+// does: exact for every type except int64 values beyond 2^53 (rounded to
+// nearest); bool bytes count as 0 (zero byte) or 1 (any other byte). `src`
+// must hold count * DTypeSize(dtype) bytes and `dtype` must be valid.
+void ConvertToFloat64(DType dtype, const char* src, size_t count, double* out);
+
+// The value of the IEEE 754 binary16 number with bit pattern `h`. Exact for
+// every pattern: subnormals, signed zeros and infinities map to the same
+// float32 values, NaNs to float32 NaNs of the same sign with the payload kept.
+float HalfToFloat(uint16_t h);
+
+// The binary16 bit pattern nearest to `f`, ties to even (IEEE's default
+// rounding, as numpy's astype(np.float16)). Finite values at or beyond 65520 in
+// magnitude become infinities, values at or below 2^-25 in magnitude signed
+// zeros; NaNs stay (quiet) NaNs of the same sign.
+uint16_t FloatToHalf(float f);
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_TENSOR_DTYPE_H_
