@@ -239,8 +239,8 @@ absl::StatusOr<std::vector<std::string>> Trial::TensorNames(std::optional<uint64
     if (!patterns.empty()) {
       bool any = false;
       for (const auto& p : patterns) {
-        // smdebug matches with Python's re.match: anchored at the start.
-        if (std::regex_search(name, p, std::regex_constants::match_continuous)) {
+        // smdebug matches with re.search (match_inc): anywhere in the name.
+        if (std::regex_search(name, p)) {
           any = true;
           break;
         }

@@ -81,8 +81,9 @@ TEST_F(QueryTest, TensorNamesFilterByStepModeRegexAndCollection) {
   EXPECT_THAT(*t.TensorNames(0, client::kEval), ElementsAre("w"));
   EXPECT_THAT(*t.TensorNames(std::nullopt, client::kEval), ElementsAre("w"));
   EXPECT_THAT(*t.TensorNames(std::nullopt, client::kGlobal, {"l"}), ElementsAre("loss"));
-  // smdebug matches with re.match: anchored at the start only.
-  EXPECT_THAT(*t.TensorNames(std::nullopt, client::kGlobal, {"oss"}), ElementsAre());
+  // smdebug matches with re.search: anywhere in the name, unless anchored.
+  EXPECT_THAT(*t.TensorNames(std::nullopt, client::kGlobal, {"oss"}), ElementsAre("loss"));
+  EXPECT_THAT(*t.TensorNames(std::nullopt, client::kGlobal, {"^oss"}), ElementsAre());
   EXPECT_THAT(*t.TensorNames(std::nullopt, client::kGlobal, {".*s+", "^w$"}),
               ElementsAre("loss", "w"));
   EXPECT_THAT(*t.TensorNames(std::nullopt, client::kGlobal, {}, "gradients"), ElementsAre("g"));

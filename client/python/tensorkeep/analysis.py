@@ -1,0 +1,53 @@
+"""no_refresh / refresh: control whether trials look for new data (smdebug.analysis.utils).
+
+By default a trial refreshes each time you query it: it asks the collector and
+sees the newest complete steps. If you know the saved data will not change, or
+are not interested in the latest data, stop the refreshing::
+
+    with no_refresh(trials):
+        ...  # every listing (steps, tensor names, modes, workers,
+             # collections, a tensor's steps and values) is answered once,
+             # then served unchanged until the block ends
+
+Similarly ``with refresh(trials):`` turns refreshing back on inside a
+``no_refresh`` block. Blocks nest.
+"""
+
+from contextlib import contextmanager
+from typing import Iterable, Iterator, List, Union
+
+from .trial import Trial
+
+__all__ = ["no_refresh", "refresh"]
+
+
+def _as_list(trials: Union[Trial, Iterable[Trial]]) -> List[Trial]:
+    if isinstance(trials, Trial):
+        return [trials]
+    out = list(trials)
+    for t in out:
+        if not isinstance(t, Trial):
+            raise TypeError(f"expected a Trial or a list of Trials, got {type(t).__name__}")
+    return out
+
+
+@contextmanager
+def _refresh_block(trials: Union[Trial, Iterable[Trial]], on: bool) -> Iterator[None]:
+    ts = _as_list(trials)
+    for t in ts:
+        t._set_refresh(on)
+    try:
+        yield
+    finally:
+        for t in reversed(ts):
+            t._restore_refresh()
+
+
+def no_refresh(trials: Union[Trial, Iterable[Trial]]):
+    """Inside the block, the trials do not look for new data."""
+    return _refresh_block(trials, False)
+
+
+def refresh(trials: Union[Trial, Iterable[Trial]]):
+    """Inside the block, the trials look for new data at each query (the default)."""
+    return _refresh_block(trials, True)

@@ -1,0 +1,887 @@
+"""smdebug's PyTorch ``Hook``, writing to a tensorkeep collector.
+
+::
+
+    import tensorkeep.pytorch as tkp
+    hook = tkp.Hook("tensorkeep://127.0.0.1:7000/my-trial",
+                    save_config=tkp.SaveConfig(save_interval=100),
+                    include_collections=["weights", "gradients", "losses"])
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    hook.set_mode(tkp.modes.TRAIN)
+    for x, y in data:
+        loss = loss_fn(model(x), y)       # the model's forward starts a new step
+        loss.backward(); opt.step()
+        if hook.should_stop():           # a rule with the "stop" action fired
+            break
+    hook.close()
+
+Tensor names are smdebug's, so rules and notebooks written for smdebug find the
+same tensors:
+
+* parameters: ``<RootModuleClass>_<parameter name>`` (``Sequential_0.weight``,
+  ``Net_fc1.weight``), saved when the registered module's forward starts, i.e. the
+  values used by that step's forward pass;
+* gradients: ``gradient/<parameter name as above>``, saved from tensor hooks
+  during the backward pass;
+* inputs and outputs of submodules: ``<submodule name>_input_<i>`` /
+  ``<submodule name>_output_<i>`` (names from ``named_modules()``; the root module
+  is named by its class), saved when a collection matches them;
+* the registered loss: ``<LossClass>_output_0`` (``CrossEntropyLoss_output_0``);
+* ``save_scalar(name, v)``: ``scalar/<name>``.
+
+Steps are smdebug's: every forward of the registered module starts a new global
+step and a new step of the current mode (both start at 0). A step is saved when
+one of the saved collections' ``SaveConfig`` selects the *mode step*; gradients
+are never saved in EVAL or PREDICT mode.
+
+Threading: a hook is used from the training thread (forward, backward and the
+calls above). Tensors are detached and copied on that thread, then sent by the
+``tensorkeep.Writer`` in the background; on a step that is not saved every
+callback returns after one attribute test.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ._modes import EVAL, GLOBAL, PREDICT, client_mode, mode_value
+from .collection import (
+    SCALAR_COLLECTIONS,
+    TRAIN_ONLY_COLLECTIONS,
+    Collection,
+    CollectionKeys,
+    CollectionManager,
+)
+from .reduction_config import ReductionConfig
+from .save_config import SaveConfig, SaveConfigMode
+
+logger = logging.getLogger("tensorkeep.pytorch")
+
+__all__ = ["Hook", "get_hook", "set_hook", "del_hook"]
+
+DEFAULT_INCLUDE_COLLECTIONS = [CollectionKeys.LOSSES]
+DEFAULT_WORKER_NAME = "worker_0"
+
+_SKIP = None  # plan of a tensor that is not saved at this step
+
+_hook_lock = threading.Lock()
+_current_hook: Optional["Hook"] = None
+
+
+def get_hook(json_config_path: Optional[str] = None, create_if_not_exists: bool = False) -> Optional["Hook"]:
+    """The hook most recently created in this process (smdebug's singleton), or None.
+
+    tensorkeep has no SageMaker JSON configuration, so a hook cannot be created
+    here: ``create_if_not_exists=True`` with no hook raises ValueError.
+    """
+    with _hook_lock:
+        hook = _current_hook
+    if hook is None and create_if_not_exists:
+        raise ValueError(
+            "tensorkeep cannot create a hook from a JSON configuration; "
+            "create one with tensorkeep.pytorch.Hook(out_dir='tensorkeep://HOST:PORT/TRIAL')"
+        )
+    return hook
+
+
+def set_hook(hook: Optional["Hook"]) -> None:
+    global _current_hook
+    with _hook_lock:
+        _current_hook = hook
+
+
+def del_hook() -> None:
+    set_hook(None)
+
+
+def _make_writer(out_dir: str, worker: str, num_workers: int) -> Any:
+    """Creates the client's Writer (a seam: tests replace it with a fake)."""
+    from tensorkeep import Writer
+
+    return Writer(out_dir, worker=worker, num_workers=num_workers)
+
+
+def _dist_rank_and_size() -> Tuple[Optional[int], Optional[int]]:
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None, None
+
+
+def _close_at_exit(ref: "weakref.ReferenceType[Hook]") -> None:
+    hook = ref()
+    if hook is not None and not hook._closed:
+        try:
+            hook.close(timeout=10.0)
+        except Exception:  # pragma: no cover - best effort at interpreter exit
+            logger.exception("tensorkeep: closing the hook at exit failed")
+
+
+class Hook:
+    """Saves tensors of a PyTorch model to a tensorkeep trial (smdebug's ``smdebug.pytorch.Hook``).
+
+    Args:
+      out_dir: ``tensorkeep://HOST:PORT/TRIAL`` (or what ``tensorkeep.Writer`` accepts).
+      export_tensorboard, tensorboard_dir: accepted for compatibility; TensorBoard
+        export is not supported (a warning says so when asked for).
+      dry_run: when True, nothing is sent (and no connection is made).
+      reduction_config: the default ``ReductionConfig`` of collections that have
+        none; default: save the full tensors.
+      save_config: the default ``SaveConfig`` (or ``SaveConfigMode``, or a
+        ``{mode: SaveConfigMode}`` dict) of collections that have none; default:
+        every 500 steps.
+      include_regex: regexes added to the ``default`` collection, which is then saved.
+      include_collections: names of the collections to save (``losses`` is always
+        added, as in smdebug). Default: ``["losses"]``.
+      save_all: save every tensor (the ``all`` collection, regex ``.*``).
+      include_workers: ``"one"`` (smdebug's default: only ``worker_0`` saves, the
+        trial expects one worker) or ``"all"`` (every rank saves; the trial expects
+        the world size).
+      worker: this process's worker name; default ``worker_<rank>`` from
+        ``torch.distributed`` when initialised, else ``worker_0``. Naming it makes
+        this process save whatever ``include_workers`` says.
+      num_workers: how many workers the trial expects; default as above.
+    """
+
+    GRADIENT_PREFIX = "gradient/"
+    SCALAR_PREFIX = "scalar/"
+    INPUT_TENSOR_SUFFIX = "_input_"
+    OUTPUT_TENSOR_SUFFIX = "_output_"
+
+    def __init__(
+        self,
+        out_dir: Optional[str] = None,
+        export_tensorboard: bool = False,
+        tensorboard_dir: Optional[str] = None,
+        dry_run: bool = False,
+        reduction_config: Optional[ReductionConfig] = None,
+        save_config: Union[SaveConfig, SaveConfigMode, Dict[Any, Any], None] = None,
+        include_regex: Optional[Union[str, Sequence[str]]] = None,
+        include_collections: Optional[Sequence[str]] = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        worker: Optional[str] = None,
+        num_workers: Optional[int] = None,
+    ):
+        if not dry_run and not out_dir:
+            raise ValueError("out_dir must be a tensorkeep URL: tensorkeep://HOST:PORT/TRIAL")
+        if export_tensorboard or tensorboard_dir:
+            logger.warning("tensorkeep: TensorBoard export is not supported; ignoring it")
+        if include_workers not in ("one", "all"):
+            raise ValueError(f"include_workers={include_workers!r} must be 'one' or 'all'")
+        if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
+            raise TypeError("reduction_config must be a tensorkeep.pytorch.ReductionConfig")
+
+        self.out_dir = out_dir
+        self.dry_run = bool(dry_run)
+        self.save_all = bool(save_all)
+        self.include_workers = include_workers
+
+        # -- configuration (smdebug's BaseHook.__init__) ----------------------------
+        self.collection_manager = CollectionManager()
+        if include_collections is None:
+            names = list(DEFAULT_INCLUDE_COLLECTIONS)
+        else:
+            if isinstance(include_collections, str):
+                include_collections = [include_collections]
+            names = [str(n) for n in include_collections]
+            for n in DEFAULT_INCLUDE_COLLECTIONS:
+                if n not in names:
+                    names.append(n)
+        self.include_collections: List[str] = names
+        self.save_config = SaveConfig.parse(save_config)
+        self.save_config.merge_default_save_config(SaveConfig())
+        self.reduction_config = (
+            reduction_config if reduction_config is not None else ReductionConfig(save_raw_tensor=True)
+        )
+        if include_regex is not None:
+            if isinstance(include_regex, str):
+                include_regex = [include_regex]
+            self.collection_manager.get(CollectionKeys.DEFAULT).include(list(include_regex))
+            if CollectionKeys.DEFAULT not in self.include_collections:
+                self.include_collections.append(CollectionKeys.DEFAULT)
+        self.include_regex = include_regex
+        if self.save_all:
+            self.collection_manager.get(CollectionKeys.ALL).include(".*")
+            if CollectionKeys.ALL not in self.include_collections:
+                self.include_collections.append(CollectionKeys.ALL)
+
+        # -- worker ---------------------------------------------------------------
+        rank, world = _dist_rank_and_size()
+        explicit_worker = worker is not None
+        self.worker = worker if explicit_worker else (f"worker_{rank}" if rank is not None else DEFAULT_WORKER_NAME)
+        if num_workers is None:
+            num_workers = (world or 1) if include_workers == "all" else 1
+        if int(num_workers) < 1:
+            raise ValueError(f"num_workers={num_workers} must be >= 1")
+        self.num_workers = int(num_workers)
+        self._writes = explicit_worker or include_workers == "all" or self.worker == DEFAULT_WORKER_NAME
+
+        # -- step state (smdebug's CallbackHook: init_step = -1) ---------------------
+        self.step = -1
+        self._mode = GLOBAL
+        self._client_mode = client_mode(GLOBAL)
+        self._mode_steps: Dict[int, int] = {GLOBAL: -1}
+
+        # -- saving state -----------------------------------------------------------
+        self.prepared_collections = False
+        self._collections_to_save: List[Collection] = []
+        self._by_mode: Dict[int, List[Tuple[Collection, SaveConfigMode]]] = {}
+        self._cm_version = -1
+        self._resolved_modules: set = set()
+        self._tensor_colls: Dict[str, FrozenSet[Collection]] = {}
+        self._step_colls: FrozenSet[Collection] = frozenset()
+        self._plans: Dict[str, Any] = {}
+        self._saving = False  # this step saves something: the hot-path flag
+        self._io_counts: Dict[str, int] = {}
+        self._grads_done: set = set()
+        self._wrote_step = False
+        self._scalar_cache: Dict[str, Tuple[Any, int, int, int]] = {}
+        self._pending: List[Tuple[str, Any, Tuple[str, ...]]] = []  # save_tensor before step 0
+        self._warned: set = set()
+        self._disabled = False
+        self._closed = False
+
+        # -- modules ------------------------------------------------------------------
+        self._module_names: Dict[torch.nn.Module, str] = {}
+        self._handles: List[Any] = []
+        self.has_registered_module = False
+        self.has_registered_loss_module = False
+
+        # -- the writer -----------------------------------------------------------------
+        self._writer: Any = None
+        self._stop_poll: Optional[Callable[[], bool]] = None
+        if not self.dry_run:
+            if self._writes:
+                self._writer = _make_writer(out_dir, self.worker, self.num_workers)
+            else:
+                logger.info(
+                    "tensorkeep: %s does not save (include_workers='one'); "
+                    "should_stop() still follows the trial", self.worker
+                )
+        set_hook(self)
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    # ------------------------------------------------------------------------------------
+    # smdebug's public attributes
+    # ------------------------------------------------------------------------------------
+    @property
+    def mode(self) -> Any:
+        """The current mode (a member of ``tensorkeep.modes``)."""
+        return self._client_mode
+
+    @property
+    def mode_steps(self) -> Dict[Any, int]:
+        """The current step of each mode seen so far (-1 before its first step)."""
+        return {client_mode(m): s for m, s in self._mode_steps.items()}
+
+    def __repr__(self) -> str:
+        return (
+            f"<tensorkeep.pytorch.Hook out_dir={self.out_dir} worker={self.worker} "
+            f"step={self.step} mode={self._client_mode} "
+            f"include_collections={self.include_collections} save_config={self.save_config}>"
+        )
+
+    # ------------------------------------------------------------------------------------
+    # Collections
+    # ------------------------------------------------------------------------------------
+    def get_collection(self, name: str, create: bool = True) -> Collection:
+        """The collection called ``name`` (created if missing, unless create=False)."""
+        return self.collection_manager.get(name, create=create)
+
+    def get_collections(self) -> Dict[str, Collection]:
+        return self.collection_manager.get_collections()
+
+    def add_collection(self, collection: Collection) -> None:
+        if not isinstance(collection, Collection):
+            raise TypeError(
+                f"collection must be an instance of tensorkeep.pytorch.Collection, "
+                f"not {collection.__class__}"
+            )
+        self.collection_manager.add(collection)
+
+    def _prepare_collections(self) -> None:
+        """Decides the saved collections and fills in their configs (smdebug's
+        ``_prepare_collections``). Runs before the first step and again whenever a
+        collection changed."""
+        cm = self.collection_manager
+        for c in cm.collections.values():
+            for m, (inc_in, inc_out) in list(c.modules.items()):
+                key = (c.name, id(m), inc_in, inc_out)
+                if key in self._resolved_modules:
+                    continue
+                mname = self._module_names.get(m)
+                if mname is None:
+                    self._warn_once(
+                        ("module", key),
+                        "tensorkeep: collection %r names a module that is not registered; "
+                        "call register_module first", c.name,
+                    )
+                    continue
+                if inc_in:
+                    c.include("^" + _re_escape(mname) + self.INPUT_TENSOR_SUFFIX)
+                if inc_out:
+                    c.include("^" + _re_escape(mname) + self.OUTPUT_TENSOR_SUFFIX)
+                self._resolved_modules.add(key)
+        save_everything = CollectionKeys.ALL in self.include_collections
+        for name in self.include_collections:
+            if name not in cm.collections:
+                self._warn_once(
+                    ("unknown", name),
+                    "tensorkeep: include_collections names %r, which is no collection; "
+                    "create it with hook.get_collection(%r).include(regex)", name, name,
+                )
+        to_save: List[Collection] = []
+        for name, c in cm.collections.items():
+            if save_everything or name in self.include_collections:
+                to_save.append(c)
+        for name, c in cm.collections.items():
+            if c.save_config is None:
+                c.save_config = self.save_config
+            else:
+                c.save_config.merge_default_save_config(self.save_config)
+            if name in SCALAR_COLLECTIONS:
+                if c.reduction_config is None or not c.reduction_config.save_raw_tensor:
+                    c.reduction_config = ReductionConfig(save_raw_tensor=True)
+            elif c.reduction_config is None:
+                c.reduction_config = self.reduction_config
+        for c in to_save:
+            if not c.include_regex and not c.tensor_names and not c.modules and c.name not in (
+                CollectionKeys.ALL,
+                CollectionKeys.DEFAULT,
+            ):
+                self._warn_once(
+                    ("empty", c.name),
+                    "tensorkeep: collection %r has no regex and no tensor names; it saves nothing",
+                    c.name,
+                )
+        self._collections_to_save = to_save
+        self._by_mode = {
+            m: [(c, c.save_config.get_save_config(m)) for c in to_save] for m in (1, 2, 3, 4)
+        }
+        self._tensor_colls = {}
+        self._plans = {}
+        self._cm_version = cm.version()
+        self.prepared_collections = True
+
+    def _collections_of(self, tname: str) -> FrozenSet[Collection]:
+        """The saved collections ``tname`` belongs to (cached)."""
+        colls = self._tensor_colls.get(tname)
+        if colls is None:
+            colls = frozenset(c for c in self._collections_to_save if c.matches(tname))
+            self._tensor_colls[tname] = colls
+            for c in colls:
+                if c.name not in (CollectionKeys.ALL,) and tname not in c.tensor_names:
+                    # Record it like smdebug (Collection.tensor_names lists what was saved)
+                    # without bumping the version: membership did not change.
+                    c.tensor_names.add(tname)
+        return colls
+
+    def _compute_step_collections(self) -> None:
+        mode = self._mode
+        ms = self._mode_steps[mode]
+        train_only_skip = mode == EVAL or mode == PREDICT
+        sel = []
+        for c, scm in self._by_mode[mode]:
+            if train_only_skip and c.name in TRAIN_ONLY_COLLECTIONS:
+                continue
+            if ms >= 0 and scm.should_save_step(ms):
+                sel.append(c)
+        fs = frozenset(sel)
+        if fs != self._step_colls:
+            self._step_colls = fs
+            self._plans = {}
+        self._saving = bool(fs) and not self._disabled and (self._writer is not None or self.dry_run)
+
+    def _plan(self, tname: str) -> Any:
+        """(save raw?, reductions, collection names) for ``tname`` at this step, or _SKIP."""
+        plan = self._plans.get(tname, 0)
+        if plan != 0:
+            return plan
+        colls = self._collections_of(tname)
+        save = colls & self._step_colls
+        if not save:
+            plan = _SKIP
+        else:
+            raw = False
+            specs: List[Tuple[str, bool]] = []
+            for c in sorted(save, key=lambda c: c.name):
+                rc = c.reduction_config or self.reduction_config
+                if rc.save_raw_tensor:
+                    raw = True
+                if c.name in SCALAR_COLLECTIONS:
+                    continue
+                for spec in rc.reduction_specs():
+                    if spec not in specs:
+                        specs.append(spec)
+            if not raw and not specs:
+                plan = _SKIP
+            else:
+                plan = (raw, tuple(specs), tuple(sorted(c.name for c in colls)))
+        self._plans[tname] = plan
+        return plan
+
+    # ------------------------------------------------------------------------------------
+    # Registration
+    # ------------------------------------------------------------------------------------
+    def register_module(self, module: torch.nn.Module) -> None:
+        """Registers the model: its forward starts each step; its parameters, their
+        gradients and its submodules' inputs and outputs can be saved."""
+        if not isinstance(module, torch.nn.Module):
+            raise ValueError(
+                f"Module type {module.__class__.__name__} must be type torch.nn.Module"
+            )
+        self._check_open()
+        for name, sub in module.named_modules():
+            if sub in self._module_names:
+                raise ValueError(f"module {sub.__class__.__name__} ({name!r}) is registered twice")
+        for name, sub in module.named_modules():
+            self._module_names[sub] = name
+        root_name = module._get_name()
+        self._module_names[module] = root_name
+        self._handles.append(module.register_forward_pre_hook(self.forward_pre_hook))
+        for sub in module.modules():
+            self._handles.append(sub.register_forward_hook(self.forward_hook))
+        for pname, param in module.named_parameters():
+            if param.requires_grad:
+                self._handles.append(
+                    param.register_hook(self._backward_hook(self.GRADIENT_PREFIX + root_name + "_" + pname))
+                )
+        self.has_registered_module = True
+
+    def register_hook(self, module: torch.nn.Module) -> None:
+        """Alias of ``register_module`` (smdebug keeps it for compatibility)."""
+        self.register_module(module)
+
+    def register_loss(self, loss_module: torch.nn.Module) -> None:
+        """Registers the loss module (e.g. ``nn.CrossEntropyLoss()``): its output is
+        saved as ``<LossClass>_output_0`` in the ``losses`` collection."""
+        if not isinstance(loss_module, torch.nn.Module):
+            raise TypeError(
+                f"loss_module={loss_module!r} must be a torch.nn.Module such as nn.CrossEntropyLoss()"
+            )
+        self._check_open()
+        if loss_module in self._module_names:
+            raise ValueError(f"loss module {loss_module._get_name()} is registered twice")
+        self._module_names[loss_module] = loss_module._get_name()
+        self._handles.append(loss_module.register_forward_hook(self.forward_hook))
+        self.has_registered_loss_module = True
+
+    # ------------------------------------------------------------------------------------
+    # Modes and steps
+    # ------------------------------------------------------------------------------------
+    def set_mode(self, mode: Any) -> None:
+        """Sets the mode (``modes.TRAIN``, ``EVAL``, ``PREDICT`` or ``GLOBAL``). The next
+        forward of the registered module starts the next step of that mode."""
+        v = mode_value(mode)
+        self._mode = v
+        self._client_mode = client_mode(v)
+        if v not in self._mode_steps:
+            self._mode_steps[v] = -1
+        if self.prepared_collections:
+            self._compute_step_collections()
+
+    def _start_step(self) -> None:
+        if not self.prepared_collections or self._cm_version != self.collection_manager.version():
+            self._prepare_collections()
+        self._finish_step()
+        self.step += 1
+        mode = self._mode
+        self._mode_steps[mode] += 1
+        if mode != GLOBAL:
+            self._mode_steps[GLOBAL] = self.step
+        self._compute_step_collections()
+        if self._saving:
+            self._io_counts.clear()
+            self._grads_done.clear()
+        if self._pending or self._scalar_cache:
+            self._write_deferred()
+
+    def _finish_step(self) -> None:
+        """Writes the step's scalars and tells the collector the step is complete."""
+        if self.step < 0:
+            return
+        if self._scalar_cache:
+            self._flush_scalars()
+        if self._wrote_step:
+            self._wrote_step = False
+            if self._writer is not None and not self._disabled:
+                try:
+                    self._writer.end_step(self.step)
+                except Exception as e:  # noqa: BLE001 - never break the training loop
+                    self._fail(e)
+
+    # ------------------------------------------------------------------------------------
+    # PyTorch callbacks (hot path: return at once when this step saves nothing)
+    # ------------------------------------------------------------------------------------
+    def forward_pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
+        if self._closed:
+            return
+        self._start_step()
+        if self._saving:
+            root = self._module_names.get(module, module._get_name())
+            for pname, param in module.named_parameters():
+                self._save_for_tensor(root + "_" + pname, param.data)
+
+    def forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
+        if not self._saving:
+            return
+        name = self._module_names.get(module)
+        if name is None:
+            return
+        self._write_io(name, self.INPUT_TENSOR_SUFFIX, inputs)
+        self._write_io(name, self.OUTPUT_TENSOR_SUFFIX, outputs)
+
+    def _backward_hook(self, tname: str) -> Callable[[torch.Tensor], None]:
+        def back(grad: torch.Tensor) -> None:
+            if self._saving and grad is not None and tname not in self._grads_done:
+                # A second backward in the same step (gradient accumulation) keeps the first.
+                self._grads_done.add(tname)
+                self._save_for_tensor(tname, grad)
+
+        return back
+
+    def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
+        """Saves ``tensor_value`` as ``<tensor_name>_output_<i>`` (for functional losses
+        such as ``F.cross_entropy``: ``record_tensor_value("loss", loss)`` lands in
+        ``losses``)."""
+        if not isinstance(tensor_value, torch.Tensor):
+            raise TypeError(f"tensor_value={tensor_value!r} must be a torch.Tensor")
+        if self._saving:
+            self._write_io(tensor_name, self.OUTPUT_TENSOR_SUFFIX, tensor_value)
+
+    def _write_io(self, name: str, suffix: str, var: Any) -> None:
+        key = name + suffix
+        idx = self._io_counts.get(key, 0)
+        self._io_counts[key] = self._write_nested(key, var, idx)
+
+    def _write_nested(self, prefix: str, var: Any, idx: int) -> int:
+        if isinstance(var, torch.Tensor):
+            self._save_for_tensor(prefix + str(idx), var)
+            return idx + 1
+        if isinstance(var, (tuple, list)):
+            for v in var:
+                idx = self._write_nested(prefix, v, idx)
+        return idx
+
+    # ------------------------------------------------------------------------------------
+    # User-saved values
+    # ------------------------------------------------------------------------------------
+    def save_scalar(self, name: str, value: Any, sm_metric: bool = False, timestamp: Optional[float] = None) -> None:
+        """Saves a scalar as ``scalar/<name>`` at the current step (whatever the save
+        config says, as smdebug does). It is written when the step ends; saved twice
+        in one step, the last value wins. ``sm_metric`` and ``timestamp`` are accepted
+        for compatibility and ignored."""
+        tname = self.SCALAR_PREFIX + str(name)
+        if isinstance(value, torch.Tensor):
+            val = value.detach().cpu()
+            if val.dtype == torch.bfloat16:
+                val = val.float()
+            arr: Any = np.array(val.numpy(), copy=True)
+            size, kind = arr.size, arr.dtype.kind
+        elif isinstance(value, (bool, int, float)):
+            # A Python number goes to the Writer as is (a float is saved as float32,
+            # an int as int64, like smdebug's scalars).
+            arr, size, kind = value, 1, "f"
+        else:
+            arr = np.array(value, copy=True)
+            size, kind = arr.size, arr.dtype.kind
+        if size != 1:
+            raise TypeError(f"{tname} has non scalar value of type: {type(value)}")
+        if kind not in "biufc":
+            raise TypeError(f"{tname}: value {value!r} is not a number")
+        self._check_open()
+        self._scalar_cache[tname] = (arr, self.step, self._mode, self._mode_steps[self._mode])
+
+    def save_tensor(self, tensor_name: str, tensor_value: Any, collections_to_write: Union[str, Iterable[str]] = "default") -> None:
+        """Saves ``tensor_value`` (torch tensor, numpy array or number) as ``tensor_name``
+        in the given collections, at the current step if the save config of one of
+        them selects it (before the first step: at step 0). The collections are saved
+        even when not in ``include_collections``, since they were asked for here."""
+        if isinstance(collections_to_write, str):
+            collections_to_write = [collections_to_write]
+        names = list(collections_to_write)
+        if not names:
+            raise ValueError("collections_to_write must name at least one collection")
+        self._check_open()
+        for cn in names:
+            c = self.collection_manager.get(cn)
+            c.add_tensor_name(tensor_name)
+            if cn not in self.include_collections:
+                self.include_collections.append(cn)
+        if self.step < 0:
+            self._pending.append((tensor_name, _copy_value(tensor_value), tuple(names)))
+            return
+        if self._cm_version != self.collection_manager.version() or not self.prepared_collections:
+            self._prepare_collections()
+            self._compute_step_collections()
+        if self._saving:
+            self._save_for_tensor(tensor_name, tensor_value)
+
+    def _write_deferred(self) -> None:
+        if self._scalar_cache:
+            # Scalars saved before the first step belong to step 0.
+            for k, (arr, st, m, ms) in list(self._scalar_cache.items()):
+                if st < 0:
+                    self._scalar_cache[k] = (arr, self.step, self._mode, self._mode_steps[self._mode])
+        if self._pending:
+            pending, self._pending = self._pending, []
+            if self._saving:
+                for tname, value, _ in pending:
+                    self._save_for_tensor(tname, value)
+
+    def _flush_scalars(self) -> None:
+        cache, self._scalar_cache = self._scalar_cache, {}
+        if self._writer is None or self._disabled:
+            return
+        for tname, (arr, st, m, ms) in cache.items():
+            if st < 0:
+                st, m, ms = 0, self._mode, 0
+            try:
+                self._writer.write_tensor(
+                    tname, arr, step=st, mode=client_mode(m), mode_step=ms,
+                    collections=(), reductions=None,
+                )
+                if st == self.step:
+                    self._wrote_step = True
+            except (TypeError, ValueError) as e:
+                self._warn_once(("scalar", tname), "tensorkeep: cannot save %s: %s", tname, e)
+            except Exception as e:  # noqa: BLE001
+                self._fail(e)
+                return
+
+    # ------------------------------------------------------------------------------------
+    # Writing one tensor
+    # ------------------------------------------------------------------------------------
+    def _save_for_tensor(self, tname: str, value: Any) -> None:
+        plan = self._plan(tname)
+        if plan is _SKIP:
+            return
+        raw, specs, colls = plan
+        try:
+            t = _as_cpu_tensor(value)
+            arr = _to_numpy(t) if raw else None
+            reds = _reductions(t, specs) if specs else None
+        except (TypeError, ValueError, RuntimeError) as e:
+            self._warn_once(("convert", tname), "tensorkeep: cannot save %s: %s", tname, e)
+            return
+        if reds is None and arr is None:
+            return
+        if self._writer is None:  # dry run
+            return
+        try:
+            self._writer.write_tensor(
+                tname, arr, step=self.step, mode=self._client_mode,
+                mode_step=self._mode_steps[self._mode], collections=colls, reductions=reds,
+            )
+        except (TypeError, ValueError) as e:
+            self._warn_once(("write", tname), "tensorkeep: cannot save %s: %s", tname, e)
+            return
+        except Exception as e:  # noqa: BLE001 - never break the training loop
+            self._fail(e)
+            return
+        self._wrote_step = True
+
+    def _fail(self, e: BaseException) -> None:
+        """smdebug's behaviour on an internal error: log it and stop saving, never
+        break the training loop."""
+        logger.error("tensorkeep: saving failed (%s: %s); the hook stops saving", type(e).__name__, e)
+        self._disabled = True
+        self._saving = False
+
+    def _warn_once(self, key: Any, msg: str, *args: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(msg, *args)
+
+    # ------------------------------------------------------------------------------------
+    # Stop requests, flush, close
+    # ------------------------------------------------------------------------------------
+    def should_stop(self) -> bool:
+        """True once a rule with the "stop" action fired for this trial: the training
+        loop should end (and call ``close()``)."""
+        if self._writer is not None:
+            return bool(self._writer.stop_requested)
+        if self.dry_run or self.out_dir is None:
+            return False
+        if self._stop_poll is None:
+            self._stop_poll = _StopPoller(self.out_dir)
+        return self._stop_poll()
+
+    def flush(self) -> None:
+        """Returns when everything saved so far is durable on the collector
+        (a tensorkeep addition; smdebug has no equivalent). Scalars of the current
+        step are written when the step ends."""
+        if self._writer is not None and not self._disabled:
+            self._writer.flush()
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Writes what is pending, ends this worker's part of the trial
+        (end_of_training) and detaches the hook from the model. Returns once the
+        collector has everything (or after ``timeout`` seconds, raising WaitTimeout).
+        A hook not closed by the script is closed at interpreter exit."""
+        if self._closed:
+            return
+        self._closed = True
+        self._saving = False
+        for h in self._handles:
+            try:
+                h.remove()
+            except Exception:  # pragma: no cover
+                pass
+        self._handles = []
+        if self._writer is not None:
+            try:
+                if not self._disabled:
+                    if self._pending and self.step < 0:
+                        logger.warning(
+                            "tensorkeep: save_tensor values from before the first step were never saved"
+                        )
+                    if self._scalar_cache:
+                        self._flush_scalars()
+            finally:
+                self._writer.close(end_of_training=True, timeout=timeout)
+        if self._stop_poll is not None:
+            self._stop_poll.close()
+        if get_hook() is self:
+            del_hook()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the hook is closed")
+
+
+class _StopPoller:
+    """should_stop() for a process that does not save (include_workers='one', rank > 0):
+    asks the collector for the trial's stop request (GetTrial) at most once a second."""
+
+    def __init__(self, out_dir: str):
+        from tensorkeep import _address
+
+        self._addr = _address.parse(out_dir)
+        self._last = 0.0
+        self._value = False
+        self._channel: Any = None
+        self._get_trial: Any = None
+
+    def __call__(self) -> bool:
+        if self._value:
+            return True
+        now = time.monotonic()
+        if now - self._last < 1.0:
+            return False
+        self._last = now
+        try:
+            if self._get_trial is None:
+                from tensorkeep import _channel
+
+                self._channel = _channel.open_channel(self._addr.target)
+                self._get_trial = self._channel.unary_unary(
+                    _channel.method("GetTrial"),
+                    request_serializer=_channel.pb.TrialRef.SerializeToString,
+                    response_deserializer=_channel.pb.TrialSummary.FromString,
+                )
+                self._ref = _channel.pb.TrialRef(trial=self._addr.trial)
+            self._value = bool(self._get_trial(self._ref, timeout=2.0).stop_requested)
+        except Exception as e:  # noqa: BLE001 - the trial may not exist yet
+            logger.debug("tensorkeep: stop request poll failed: %s", e)
+        return self._value
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+            self._get_trial = None
+
+
+# ----------------------------------------------------------------------------------------
+# Tensor helpers
+# ----------------------------------------------------------------------------------------
+def _re_escape(s: str) -> str:
+    import re
+
+    return re.escape(s)
+
+
+def _copy_value(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    return np.array(value, copy=True)
+
+
+def _as_cpu_tensor(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        if t.is_sparse:
+            t = t.to_dense()
+        return t
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise TypeError(f"value of type {type(value).__name__} is not numeric")
+    return torch.from_numpy(np.ascontiguousarray(arr))
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A numpy view of ``t`` (the Writer copies it before returning)."""
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    elif t.is_complex():
+        raise TypeError(f"complex tensors ({t.dtype}) are not supported")
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t.numpy()
+
+
+def _reductions(t: torch.Tensor, specs: Tuple[Tuple[str, bool], ...]) -> Optional[Dict[Tuple[str, bool], float]]:
+    """The requested reductions of ``t``, computed in float64 (std and variance with
+    ddof=0, norms of the flattened tensor), as numpy would."""
+    if t.numel() == 0:
+        return None
+    if t.is_complex():
+        raise TypeError(f"complex tensors ({t.dtype}) are not supported")
+    x = t.reshape(-1).to(torch.float64)
+    ax: Optional[torch.Tensor] = None
+    out: Dict[Tuple[str, bool], float] = {}
+    for name, use_abs in specs:
+        v = x
+        if use_abs:
+            if ax is None:
+                ax = x.abs()
+            v = ax
+        if name == "min":
+            r = v.min()
+        elif name == "max":
+            r = v.max()
+        elif name == "mean":
+            r = v.mean()
+        elif name == "sum":
+            r = v.sum()
+        elif name == "prod":
+            r = v.prod()
+        elif name == "std":
+            r = v.std(unbiased=False)
+        elif name == "variance":
+            r = v.var(unbiased=False)
+        elif name == "l1":
+            r = v.abs().sum()
+        elif name == "l2":
+            r = torch.sqrt(torch.dot(v, v))
+        else:  # validated by ReductionConfig
+            raise ValueError(f"unknown reduction {name!r}")
+        out[(name, use_abs)] = float(r)
+    return out

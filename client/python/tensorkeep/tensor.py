@@ -1,0 +1,268 @@
+"""Tensor: one saved tensor of a trial, across steps and workers (smdebug's Tensor API).
+
+Retrieve it with ``trial.tensor(name)``. Steps passed with a mode other than
+GLOBAL are mode steps of that mode.
+"""
+
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
+
+import grpc
+import numpy as np
+
+from . import _dtypes, _errors, _names
+from ._channel import pb
+from .exceptions import TensorkeepError, TensorUnavailable, TrialNotFound
+from .modes import ModeKeys, to_mode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .trial import Trial
+
+REDUCTION_NAMES = ("min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2")
+
+
+class Tensor:
+    """A tensor saved by a training job, uniquely identified by its name.
+
+    Attributes: ``name``, ``trial`` (the Trial it belongs to).
+    """
+
+    def __init__(self, name: str, trial: "Trial"):
+        self.name = name
+        self.trial = trial
+
+    def __repr__(self) -> str:
+        return f"<tensorkeep.Tensor {self.name} of trial {self.trial.name}>"
+
+    # ------------------------------------------------------------------
+
+    def steps(self, mode: Any = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> List[int]:
+        """Queries the steps for which the tensor was saved.
+
+        By default only the steps which have been received from all workers
+        (complete steps); with ``show_incomplete_steps``, steps received from at
+        least one worker. With a mode other than GLOBAL, mode steps of that mode.
+        """
+        mode = to_mode(mode, allow_none=True)
+        t = self.trial
+        req = pb.ListStepsRequest(
+            trial=t.trial,
+            mode=int(mode),
+            show_incomplete_steps=bool(show_incomplete_steps),
+            tensor=self.name,
+            range_begin=t._range_begin,
+            range_end=t._range_end,
+        )
+        return t._list_steps(req, mode)
+
+    def value(self, step_num: int, mode: Any = ModeKeys.GLOBAL, worker: Optional[str] = None) -> np.ndarray:
+        """Gets the value of the tensor at a given step as a numpy array.
+
+        The array has the dtype and shape that were saved, and is writable. With
+        several workers and ``worker=None``, the lexically first worker that saved
+        it is used. Raises TensorUnavailableForStep (not saved at this step, or
+        only its reductions were), StepUnavailable, StepNotYetAvailable,
+        NoMoreData, InvalidWorker as smdebug does.
+        """
+        mode = to_mode(mode, allow_none=True)
+        step_num = _names.check_step(step_num)
+        req = self._request(step_num, mode, worker)
+        ctx = dict(step=step_num, mode=mode, worker=worker)
+        value = None
+        # Read the stream to its end (one value), so the call completes rather
+        # than being cancelled half-way.
+        for _, arr in self._decode(self.trial._stream("GetValue", req, bulk=True), ctx):
+            if value is None:
+                value = arr
+        if value is None:
+            raise TensorkeepError(f"the collector sent no value for {self.name} at step {step_num}")
+        return value
+
+    def values(self, mode: Any = ModeKeys.GLOBAL, worker: Optional[str] = None) -> Dict[int, np.ndarray]:
+        """Gets the values of the tensor for all (complete) steps of a given mode.
+
+        Returns a dict from step (a mode step when ``mode`` is not GLOBAL) to
+        numpy array, fetched in one streamed call. Restricted to ``range_steps``.
+        """
+        mode = to_mode(mode, allow_none=True)
+        t = self.trial
+        req = pb.TensorValuesRequest(
+            trial=t.trial,
+            tensor=self.name,
+            mode=int(mode),
+            worker=_check_worker(worker),
+            range_begin=t._range_begin,
+            range_end=t._range_end,
+        )
+        by_mode_step = mode != ModeKeys.GLOBAL
+        out: Dict[int, np.ndarray] = {}
+        ctx = dict(mode=mode, worker=worker)
+        for h, arr in self._decode(t._stream("GetValues", req, bulk=True), ctx):
+            out[h.mode_step if by_mode_step else h.step] = arr
+        if not t.dynamic_refresh:  # inside no_refresh: the steps seen when it began
+            frozen = set(self.steps(mode))
+            out = {s: v for s, v in out.items() if s in frozen}
+        return out
+
+    def reduction_value(
+        self,
+        step_num: int,
+        reduction_name: str,
+        mode: Any = ModeKeys.GLOBAL,
+        worker: Optional[str] = None,
+        abs: bool = False,
+    ) -> float:
+        """Gets the reduction value of the tensor at a particular step.
+
+        ``reduction_name`` is one of min, max, mean, std, variance, sum, prod and
+        the norms l1, l2 (of the flattened tensor); with ``abs`` the reduction is
+        taken of the absolute value. A reduction saved by the training job is
+        returned as saved; otherwise it is computed on the collector from the
+        saved tensor. If neither is available, raises TensorUnavailableForStep.
+        ``std`` and ``variance`` are population statistics (ddof=0).
+        """
+        if reduction_name not in REDUCTION_NAMES:
+            raise ValueError(
+                f"invalid reduction {reduction_name!r}: expected one of {', '.join(REDUCTION_NAMES)}"
+            )
+        mode = to_mode(mode, allow_none=True)
+        step_num = _names.check_step(step_num)
+        req = pb.ReductionsRequest(
+            tensor=self._request(step_num, mode, worker),
+            reductions=[pb.ReductionSpec(name=reduction_name, abs=bool(abs))],
+        )
+        resp = self._unary("GetReductions", req, step_num, mode, worker)
+        for r in resp.reductions:
+            if r.name == reduction_name and r.abs == bool(abs):
+                return float(r.value)
+        raise TensorkeepError(f"the collector did not return {reduction_name} of {self.name}")
+
+    def reduction_values(
+        self, step_num: int, mode: Any = ModeKeys.GLOBAL, worker: Optional[str] = None
+    ) -> Dict[Tuple[str, bool], float]:
+        """Gets all reduction values saved for the tensor at a particular step.
+
+        Returns ``{(reduction_name, abs): value}``. Only the reductions which were
+        saved from the training job are returned; none are computed.
+        """
+        mode = to_mode(mode, allow_none=True)
+        step_num = _names.check_step(step_num)
+        req = pb.ReductionsRequest(tensor=self._request(step_num, mode, worker), saved_only=True)
+        resp = self._unary("GetReductions", req, step_num, mode, worker)
+        return {(r.name, bool(r.abs)): float(r.value) for r in resp.reductions}
+
+    def workers(self, step_num: int, mode: Any = ModeKeys.GLOBAL) -> List[str]:
+        """Gets all the workers for which this tensor was saved at a given step (sorted)."""
+        mode = to_mode(mode, allow_none=True)
+        step_num = _names.check_step(step_num)
+        req = pb.TensorWorkersRequest(trial=self.trial.trial, tensor=self.name, step=step_num, mode=int(mode))
+        return sorted(self._unary("TensorWorkers", req, step_num, mode, None).workers)
+
+    def prev_steps(self, step: int, n: int, mode: Any = ModeKeys.GLOBAL) -> List[int]:
+        """Gets the last ``n`` steps (of ``mode``) at which the tensor was saved, up to and
+        including ``step``, in ascending order. Fewer if fewer were saved."""
+        mode = to_mode(mode, allow_none=True)
+        step = _names.check_step(step)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be a non-negative int, got {n!r}")
+        if n == 0:
+            return []
+        t = self.trial
+        if t.range_steps is not None or not t.dynamic_refresh:
+            # Honour range_steps / a frozen view: from the steps this trial sees.
+            steps = [s for s in self.steps(mode) if s <= step]
+            return steps[-n:]
+        req = pb.PrevStepsRequest(trial=t.trial, tensor=self.name, step=step, n=n, mode=int(mode))
+        return list(self._unary("PrevSteps", req, step, mode, None).steps)
+
+    def histogram(
+        self,
+        step_num: int,
+        bins: int = 30,
+        range: Optional[Tuple[float, float]] = None,
+        mode: Any = ModeKeys.GLOBAL,
+        worker: Optional[str] = None,
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """Computes a histogram of the tensor's value at a step, on the collector.
+
+        Returns ``(edges, counts)`` as ``numpy.histogram`` would return
+        ``(counts, edges)``: ``edges`` has ``bins + 1`` float64 values, ``counts``
+        ``bins`` int64 values. ``range=(lo, hi)`` fixes the edges; by default they
+        span the finite values. NaN and values outside the range are left out.
+        """
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise ValueError(f"bins must be a positive int, got {bins!r}")
+        mode = to_mode(mode, allow_none=True)
+        step_num = _names.check_step(step_num)
+        req = pb.HistogramRequest(tensor=self._request(step_num, mode, worker), bins=bins)
+        if range is not None:
+            lo, hi = (float(x) for x in range)
+            if not lo <= hi:
+                raise ValueError(f"range must be (min, max) with min <= max, got {range!r}")
+            req.has_range, req.range_min, req.range_max = True, lo, hi
+        resp = self._unary("GetHistogram", req, step_num, mode, worker)
+        return np.array(resp.edges, dtype=np.float64), np.array(resp.counts, dtype=np.int64)
+
+    # ------------------------------------------------------------------
+
+    def _request(self, step: int, mode: ModeKeys, worker: Optional[str]) -> Any:
+        return pb.TensorRequest(
+            trial=self.trial.trial, tensor=self.name, step=step, mode=int(mode), worker=_check_worker(worker)
+        )
+
+    def _unary(self, rpc: str, req: Any, step: Optional[int], mode: ModeKeys, worker: Optional[str]) -> Any:
+        try:
+            return self.trial._unary(rpc, req, tname=self.name, step=step, mode=mode, worker=worker)
+        except TrialNotFound:
+            raise TensorUnavailable(self.name) from None
+
+    def _decode(self, stream: Any, ctx: Dict[str, Any]) -> Iterator[Tuple[Any, np.ndarray]]:
+        """Yields (header message, array) for each value of a GetValue/GetValues stream.
+
+        A value is a header message with its first bytes, followed by messages
+        carrying only data until ``value_size`` bytes have arrived.
+        """
+        from_wire = _dtypes.from_wire
+        head = None
+        buf: Optional[bytearray] = None
+        filled = 0
+        try:
+            for m in stream:
+                data = m.data
+                if m.header:
+                    if head is not None:
+                        raise TensorkeepError(f"truncated value of {self.name} at step {head.step}")
+                    size = m.value_size
+                    if len(data) >= size:
+                        yield m, from_wire(m.dtype, m.shape, data)
+                        continue
+                    head, buf, filled = m, bytearray(size), len(data)
+                    buf[:filled] = data
+                else:
+                    if head is None:
+                        raise TensorkeepError(f"value data without a header for {self.name}")
+                    end = filled + len(data)
+                    if end > len(buf):
+                        raise TensorkeepError(f"oversized value of {self.name} at step {head.step}")
+                    buf[filled:end] = data
+                    filled = end
+                if head is not None and filled == len(buf):
+                    yield head, from_wire(head.dtype, head.shape, buf)
+                    head, buf = None, None
+        except grpc.RpcError as e:
+            err = _errors.translate(e, trial=self.trial.trial, tname=self.name, **ctx)
+            if isinstance(err, TrialNotFound):
+                err = TensorUnavailable(self.name)
+            raise err from None
+        finally:
+            if hasattr(stream, "cancel"):
+                stream.cancel()  # no-op when the stream completed
+        if head is not None:
+            raise TensorkeepError(f"truncated value of {self.name} at step {head.step}")
+
+
+def _check_worker(worker: Optional[str]) -> str:
+    if worker is None:
+        return ""
+    if not isinstance(worker, str):
+        raise TypeError(f"worker must be a str, got {type(worker).__name__}")
+    return worker

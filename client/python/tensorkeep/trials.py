@@ -1,0 +1,35 @@
+"""create_trial: the entry point of the analysis API, as smdebug.trials."""
+
+from typing import Optional, Tuple
+
+from . import _address
+from .step_state import StepState
+from .trial import Trial
+
+__all__ = ["create_trial", "Trial", "StepState"]
+
+
+def create_trial(
+    path: str,
+    name: Optional[str] = None,
+    range_steps: Optional[Tuple[Optional[int], Optional[int]]] = None,
+    *,
+    server: Optional[str] = None,
+) -> Trial:
+    """Creates a Trial over the tensors a training job saved (or is saving) to a collector.
+
+    Args:
+        path: ``tensorkeep://HOST:PORT/TRIAL``, or a bare trial name with the
+            collector taken from ``server`` or the environment variable
+            ``TENSORKEEP_SERVER`` (``HOST:PORT``).
+        name: any string to help you manage different trials; defaults to the
+            trial's name.
+        range_steps: ``(begin, end)`` restricts the analysis to global steps
+            ``begin <= step < end``; either may be None. ``(100, None)`` loads
+            all steps from 100, ``(None, 100)`` all steps before 100.
+
+    The trial need not exist yet: a Trial made before the job writes anything
+    sees no steps until the job's first steps complete (live analysis). Nothing
+    is sent to the collector until the first query.
+    """
+    return Trial(_address.parse(path, server), name=name, range_steps=range_steps)

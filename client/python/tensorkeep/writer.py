@@ -1,0 +1,290 @@
+"""Writer: pushes the tensors of one worker of a training job to a collector.
+
+    from tensorkeep import Writer, modes
+    w = Writer("tensorkeep://127.0.0.1:PORT/my-trial", worker="worker_0", num_workers=1)
+    w.write_tensor("layer1.weight", array, step=10, mode=modes.TRAIN, mode_step=7,
+                   collections=("weights",))
+    w.end_step(10)
+    w.flush()
+    w.close(end_of_training=True)
+
+Writes are asynchronous and batched: ``write_tensor`` validates its arguments,
+converts the value to bytes and enqueues it; a background stream
+(tensorkeep._push.PushStream) packs many records into each PushRequest and
+sends them. The queue is bounded by bytes
+(records enqueued plus records sent but not yet acknowledged): a full queue
+blocks ``write_tensor`` until the collector acknowledges earlier records.
+
+A lost connection is retried with backoff: a new stream is opened and every
+message the collector has not acknowledged is sent again, in order. The
+collector treats an identical rewrite of a committed record as a no-op, so
+nothing is lost and nothing is duplicated.
+
+Thread safety: every method may be called from any thread.
+"""
+
+import logging
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from . import _address, _dtypes, _names, _wire
+from ._push import MAX_BATCH_BYTES, PushStream
+from .exceptions import TensorkeepError
+from .modes import ModeKeys, to_mode
+
+logger = logging.getLogger("tensorkeep")
+
+__all__ = [
+    "Writer",
+    "REDUCTION_NAMES",
+    "DEFAULT_MAX_QUEUE_BYTES",
+    "MAX_BATCH_BYTES",
+]
+
+# The reductions a record may carry (smdebug's ALLOWED_REDUCTIONS + ALLOWED_NORMS).
+REDUCTION_NAMES = frozenset({"min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2"})
+
+# Bytes enqueued plus sent-but-unacknowledged before write_tensor blocks.
+DEFAULT_MAX_QUEUE_BYTES = 64 << 20
+# Entries kept in each of the writer's small caches of encoded headers.
+_CACHE_LIMIT = 100_000
+
+
+class Writer:
+    """Writes tensors of one worker of a trial to a tensorkeep collector.
+
+    Args:
+        out_dir: ``tensorkeep://HOST:PORT/TRIAL``, or a bare trial name with the
+            collector in the environment variable ``TENSORKEEP_SERVER``.
+        worker: this worker's name, e.g. ``worker_0`` (the rank of the process).
+        num_workers: how many workers write to the trial (>= 1). A step is
+            complete once every expected worker committed it.
+        max_queue_bytes: bytes buffered (enqueued or unacknowledged) before
+            ``write_tensor`` blocks.
+        retry_timeout: seconds to keep retrying a lost connection before the
+            writer fails (None: retry forever).
+        server: ``HOST:PORT`` of the collector for a bare trial name (overrides
+            ``TENSORKEEP_SERVER``).
+
+    Raises ValueError/TypeError for bad arguments. The connection is opened in
+    the background: an unreachable collector does not fail the constructor.
+    """
+
+    def __init__(
+        self,
+        out_dir: str,
+        worker: str = "worker_0",
+        num_workers: int = 1,
+        *,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        retry_timeout: Optional[float] = 300.0,
+        server: Optional[str] = None,
+    ):
+        addr = _address.parse(out_dir, server)
+        _names.check_worker(worker)
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+            raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
+        if not 1 <= num_workers < (1 << 32):
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if not isinstance(max_queue_bytes, int) or max_queue_bytes <= 0:
+            raise ValueError(f"max_queue_bytes must be a positive int, got {max_queue_bytes!r}")
+        self.address = addr
+        self.trial = addr.trial
+        self.worker = worker
+        self.num_workers = num_workers
+        self.max_queue_bytes = max_queue_bytes
+        self.retry_timeout = retry_timeout
+
+        # Caches keyed by what the caller passes, so repeated writes of the same
+        # tensor skip validation and header encoding.
+        self._checked: Dict[Tuple[Any, ...], Tuple[int, bytes, Tuple[bytes, ...]]] = {}
+        self._heads: Dict[Tuple[Any, ...], bytes] = {}
+        self._tails: Dict[Tuple[Any, ...], bytes] = {}
+        self._stream = PushStream(addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout)
+
+    # ------------------------------------------------------------------
+    # Public API
+    # ------------------------------------------------------------------
+
+    def write_tensor(
+        self,
+        name: str,
+        value: Any,
+        step: int,
+        mode: Any = ModeKeys.TRAIN,
+        mode_step: Optional[int] = None,
+        collections: Iterable[str] = (),
+        reductions: Optional[Mapping[Tuple[str, bool], float]] = None,
+    ) -> None:
+        """Enqueues one tensor of this worker at global step ``step``.
+
+        Args:
+            name: the tensor's name (a non-empty printable str, <= 256 bytes UTF-8).
+            value: a numpy array (float16/32/64, int8/16/32/64, uint8 or bool; any
+                layout and byte order), a Python or numpy scalar (a Python float
+                is saved as float32, an int as int64), anything with
+                ``__array__``, or None when only reductions are saved.
+            step: the global step (>= 0).
+            mode: modes.TRAIN (default), EVAL, PREDICT, or GLOBAL for a writer
+                without modes.
+            mode_step: the step within ``mode``; defaults to ``step``.
+            collections: names of the collections the tensor belongs to.
+            reductions: saved reductions ``{(reduction_name, abs): value}``;
+                names are min, max, mean, std, variance, sum, prod, l1, l2.
+
+        Blocks while the queue is full. Raises ValueError/TypeError for a bad
+        argument (nothing is enqueued then), WriterClosed after close(), and the
+        writer's error if it failed for good.
+        """
+        # The fast path (a tensor written before, a numpy array of a native
+        # dtype) costs a few dict lookups besides the copy of the data.
+        try:
+            checked = self._checked[(name, mode, mode.__class__, collections)]
+        except (KeyError, TypeError):  # new, or an unhashable argument
+            checked = self._check_names(name, mode, collections)
+        mode_i, name_b, coll = checked
+        if step.__class__ is not int or not 0 <= step <= _names.MAX_STEP:
+            step = _names.check_step(step)
+        if mode_step is None:
+            mode_step = step
+        elif mode_step.__class__ is not int or not 0 <= mode_step <= _names.MAX_STEP:
+            mode_step = _names.check_step(mode_step, "mode_step")
+        if value is None:
+            if not reductions:
+                raise ValueError(f"tensor {name!r}: value is None and no reductions are given")
+            code, shape, data, has_value = 0, (), b"", False
+        else:
+            code = _dtypes.NATIVE_CODES.get(value.dtype) if value.__class__ is np.ndarray else None
+            if code is not None:
+                shape, data = value.shape, value.tobytes()
+            else:
+                code, shape, data = _dtypes.to_wire(value, f"tensor {name!r}")
+            has_value = True
+        head_key = (name_b, mode_i, code, shape)
+        head = self._heads.get(head_key)
+        if head is None:
+            head = _wire.record_head(name_b, mode_i, code, shape)
+            if len(self._heads) < _CACHE_LIMIT:
+                self._heads[head_key] = head
+        if reductions:
+            tail = _wire.record_tail(has_value, self._check_reductions(name, reductions), coll)
+        else:
+            tail_key = (has_value, coll)
+            tail = self._tails.get(tail_key)
+            if tail is None:
+                tail = _wire.record_tail(has_value, (), coll)
+                if len(self._tails) < _CACHE_LIMIT:
+                    self._tails[tail_key] = tail
+        self._stream.add_record(head, _wire.steps_field(step, mode_step), data, tail)
+
+    def _check_names(self, name: Any, mode: Any, collections: Any) -> Tuple[int, bytes, Tuple[bytes, ...]]:
+        """Validates name, mode and collections; caches the result when hashable."""
+        checked = (int(to_mode(mode)), _names.check_tensor_name(name), self._check_collections(collections))
+        try:
+            if len(self._checked) < _CACHE_LIMIT:
+                self._checked[(name, mode, mode.__class__, collections)] = checked
+        except TypeError:
+            pass
+        return checked
+
+    def end_step(self, step: int) -> None:
+        """Tells the collector this worker is done with every global step <= ``step``.
+
+        Ending a step is optional: writing a later step, or closing, ends the
+        earlier ones too.
+        """
+        self._stream.end_step(_names.check_step(step))
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Returns once everything written so far is durable on the collector.
+
+        Raises WaitTimeout after ``timeout`` seconds, and the writer's error if it
+        failed for good.
+        """
+        self._stream.flush(timeout)
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once a rule with the ``stop`` action fired for this trial."""
+        return self._stream.stop_requested
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the collector asked to stop ('' if it did not)."""
+        return self._stream.stop_reason
+
+    @property
+    def committed_through(self) -> int:
+        """This worker's highest step the collector acknowledged as committed (-1: none)."""
+        return self._stream.committed_through
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._stream.closed
+
+    def close(self, end_of_training: bool = True, timeout: Optional[float] = None) -> None:
+        """Sends everything still queued, ends the stream and releases the connection.
+
+        ``end_of_training`` says this worker will write no more to the trial; the
+        trial ends once every expected worker closed so. Blocks until the
+        collector acknowledged the close (at most ``timeout`` seconds: WaitTimeout).
+        Raises the writer's error if it failed for good (unsent data was lost).
+        Calling close() again does nothing.
+        """
+        self._stream.close(end_of_training, timeout)
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # On an exception, still send what was written, but do not end the trial.
+        if exc_type is None:
+            self.close(end_of_training=True)
+            return
+        try:
+            self.close(end_of_training=False)
+        except TensorkeepError as e:  # do not hide the exception in flight
+            logger.error("tensorkeep writer %s: close failed: %s", self.worker, e)
+
+    def __repr__(self) -> str:
+        return f"<tensorkeep.Writer {self.address.url} worker={self.worker}>"
+
+    # ------------------------------------------------------------------
+    # Validation
+    # ------------------------------------------------------------------
+
+    @staticmethod
+    def _check_collections(collections: Iterable[str]) -> Tuple[bytes, ...]:
+        if isinstance(collections, str):
+            collections = (collections,)
+        if collections is None:
+            return ()
+        try:
+            items = list(collections)
+        except TypeError:
+            raise TypeError("collections must be an iterable of str") from None
+        return tuple(sorted({_names.check_tensor_name(c, "collection name") for c in items}))
+
+    @staticmethod
+    def _check_reductions(name: str, reductions: Mapping) -> List[Tuple[str, bool, float]]:
+        if not isinstance(reductions, Mapping):
+            raise TypeError("reductions must be a dict {(reduction_name, abs): value}")
+        for k, v in reductions.items():
+            if not (isinstance(k, tuple) and len(k) == 2):
+                raise TypeError(f"tensor {name!r}: reduction key {k!r} is not (reduction_name, abs)")
+            if k[0] not in REDUCTION_NAMES:
+                raise ValueError(
+                    f"tensor {name!r}: unknown reduction {k[0]!r} "
+                    f"(allowed: {', '.join(sorted(REDUCTION_NAMES))})"
+                )
+            if not isinstance(k[1], (bool, int)):
+                raise TypeError(f"tensor {name!r}: abs of reduction {k[0]!r} must be a bool")
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"tensor {name!r}: value of reduction {k!r} must be a number, got {v!r}"
+                ) from None
+        return _wire.reductions_items(reductions)

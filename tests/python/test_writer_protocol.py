@@ -1,0 +1,239 @@
+"""The Writer's side of the Push protocol, against an in-process fake collector
+(conftest.FakeCollector): batching, sequence numbers, chunking of large values,
+flush, backpressure, reconnection with resend, stop requests, failures."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from tensorkeep import Writer, modes
+from tensorkeep.exceptions import BadRequest, WriterClosed
+from tensorkeep.writer import MAX_BATCH_BYTES
+
+
+def arrays_of(fake, name):
+    out = {}
+    for (step, worker, n), r in fake.servicer.records.items():
+        if n == name:
+            out[step] = np.frombuffer(r.data, np.float32).reshape(tuple(r.shape))
+    return out
+
+
+def test_batches_many_records_per_message(fake):
+    w = Writer(fake.url("t"), worker="worker_0", num_workers=2)
+    vals = {s: np.full(100, s, np.float32) for s in range(500)}
+    for s, v in vals.items():
+        w.write_tensor("x", v, step=s, mode=modes.TRAIN, mode_step=s)
+    w.close()
+    f = fake.servicer
+    assert len(f.records) == 500 and f.conflicts == 0
+    got = arrays_of(fake, "x")
+    assert all(np.array_equal(got[s], vals[s]) for s in vals)
+    # Open + a few batches + close, not one message per record.
+    assert f.messages < 20
+    assert f.opens[0].trial == "t" and f.opens[0].worker == "worker_0" and f.opens[0].num_workers == 2
+    assert f.seqs[0] == list(range(1, len(f.seqs[0]) + 1))
+    assert f.closes == [True]
+
+
+def test_large_values_are_chunked_below_4mib(fake):
+    big = np.random.default_rng(0).standard_normal(3_000_000).astype(np.float32)  # 12 MB
+    small = np.arange(10, dtype=np.float32)
+    with Writer(fake.url("t")) as w:
+        w.write_tensor("small", small, step=0)
+        w.write_tensor("big", big, step=0)
+        w.write_tensor("small", small, step=1)
+    f = fake.servicer
+    assert f.max_message_bytes <= 4 << 20
+    assert np.array_equal(arrays_of(fake, "big")[0], big)
+    assert np.array_equal(arrays_of(fake, "small")[1], small)
+    assert f.conflicts == 0
+
+
+def test_flush_returns_after_ack_and_end_step_is_sent(fake):
+    w = Writer(fake.url("t"))
+    w.write_tensor("x", np.ones(3, np.float32), step=4)
+    w.end_step(4)
+    w.flush()
+    assert (4, "worker_0", "x") in fake.servicer.records
+    assert fake.servicer.end_steps == [4]
+    assert w.committed_through == 4
+    w.close(end_of_training=False)
+    assert fake.servicer.closes == [False]
+
+
+def test_reconnects_and_resends_without_loss_or_duplicates(fake):
+    fake.servicer.fail_after_records = 150
+    vals = {s: np.random.default_rng(s).standard_normal(300).astype(np.float32) for s in range(400)}
+    with Writer(fake.url("t"), max_queue_bytes=256 << 10) as w:
+        for s, v in vals.items():
+            w.write_tensor("x", v, step=s)
+    f = fake.servicer
+    assert len(f.seqs) >= 2, "the stream should have been reopened"
+    for seqs in f.seqs:
+        assert seqs == list(range(1, len(seqs) + 1))
+    assert len(f.opens) == len(f.seqs)
+    got = arrays_of(fake, "x")
+    assert sorted(got) == sorted(vals)
+    assert all(np.array_equal(got[s], vals[s]) for s in vals)
+    assert f.conflicts == 0
+
+
+def test_memory_is_bounded_when_the_collector_holds_acks(fake):
+    hold = threading.Event()
+    fake.servicer.hold_acks = hold
+    limit = 512 << 10
+    w = Writer(fake.url("t"), max_queue_bytes=limit)
+    written = []
+    done = threading.Event()
+
+    def write():
+        for s in range(200):
+            w.write_tensor("x", np.zeros(10_000, np.float32), step=s)  # 40 KB each
+            written.append(s)
+        done.set()
+
+    t = threading.Thread(target=write)
+    t.start()
+    assert not done.wait(1.0), "write_tensor should block while nothing is acknowledged"
+    st = w._stream
+    with st._lock:
+        assert st._queued_bytes + st._pending_bytes <= limit
+    assert len(written) < 20
+    hold.set()
+    assert done.wait(30)
+    t.join()
+    w.close()
+    assert len(fake.servicer.records) == 200
+
+
+def test_auto_flush_keeps_acks_flowing_when_the_collector_acks_only_on_flush(fake):
+    fake.servicer.ack_only_flush = True
+    with Writer(fake.url("t"), max_queue_bytes=256 << 10) as w:
+        for s in range(300):  # 12 MB through a 256 KiB window
+            w.write_tensor("x", np.zeros(10_000, np.float32), step=s)
+    assert len(fake.servicer.records) == 300
+
+
+def test_stop_requested_from_acks(fake):
+    fake.servicer.stop_after_records = 5
+    w = Writer(fake.url("t"))
+    assert not w.stop_requested
+    for s in range(10):
+        w.write_tensor("x", np.zeros(3, np.float32), step=s)
+    w.flush()
+    assert w.stop_requested and w.stop_reason == "fake rule fired"
+    w.close()
+
+
+def test_rejected_stream_fails_the_writer(fake):
+    fake.servicer.reject_reason = "BAD_REQUEST"
+    w = Writer(fake.url("t"))
+    with pytest.raises(BadRequest):
+        w.write_tensor("x", np.zeros(3, np.float32), step=0)
+        w.flush(timeout=30)
+    with pytest.raises(BadRequest):
+        w.write_tensor("x", np.zeros(3, np.float32), step=1)
+    with pytest.raises(BadRequest):  # close reports that data was lost
+        w.close()
+    w.close()  # once closed, nothing more
+
+
+def test_close_reports_a_failure_it_meets(fake):
+    fake.servicer.reject_reason = "CONFLICT"
+    from tensorkeep.exceptions import Conflict
+
+    w = Writer(fake.url("t"))
+    w.write_tensor("x", np.zeros(3, np.float32), step=0)
+    with pytest.raises(Conflict):
+        w.close()
+
+
+def test_context_manager_does_not_hide_the_exception_in_flight(fake):
+    fake.servicer.reject_reason = "CONFLICT"
+    with pytest.raises(KeyError):
+        with Writer(fake.url("t")) as w:
+            w.write_tensor("x", np.zeros(3, np.float32), step=0)
+            raise KeyError("user error")
+
+
+def test_use_after_close_raises(fake):
+    w = Writer(fake.url("t"))
+    w.close()
+    w.close()  # a second close does nothing
+    with pytest.raises(WriterClosed):
+        w.write_tensor("x", np.zeros(3, np.float32), step=0)
+    with pytest.raises(WriterClosed):
+        w.flush()
+
+
+def test_writes_from_many_threads(fake):
+    w = Writer(fake.url("t"))
+
+    def write(i):
+        for s in range(100):
+            w.write_tensor(f"t{i}", np.full(5, i, np.int32), step=s)
+
+    ts = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    w.close()
+    assert len(fake.servicer.records) == 400
+
+
+def test_batch_limit_leaves_room_under_grpc_default():
+    assert MAX_BATCH_BYTES < 4 << 20
+
+
+def _dead_port():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_gives_up_after_retry_timeout_when_no_collector_listens():
+    from tensorkeep.exceptions import CollectorUnavailable
+
+    w = Writer(f"tensorkeep://127.0.0.1:{_dead_port()}/t", retry_timeout=0.3)
+    w.write_tensor("x", np.zeros(3, np.float32), step=0)  # accepted: the queue has room
+    with pytest.raises(CollectorUnavailable):
+        w.flush(timeout=30)
+    with pytest.raises(ConnectionError):  # CollectorUnavailable is a ConnectionError
+        w.write_tensor("x", np.zeros(3, np.float32), step=1)
+    with pytest.raises(CollectorUnavailable):
+        w.close()
+
+
+def test_queries_to_a_dead_collector_raise_collector_unavailable():
+    from tensorkeep.exceptions import CollectorUnavailable
+    from tensorkeep.trials import create_trial
+
+    t = create_trial(f"tensorkeep://127.0.0.1:{_dead_port()}/t")
+    with pytest.raises(CollectorUnavailable):
+        t.steps()
+    t.close()
+
+
+def test_a_writer_left_open_sends_its_data_at_exit(fake, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np\n"
+        "from tensorkeep import Writer\n"
+        f"w = Writer({fake.url('t')!r})\n"
+        "for s in range(20):\n"
+        "    w.write_tensor('x', np.zeros(1000, np.float32), step=s)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert len(fake.servicer.records) == 20
+    assert fake.servicer.closes == [False]
