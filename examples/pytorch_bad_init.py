@@ -74,11 +74,12 @@ def import_tensorkeep() -> None:
 class Collector:
     """An existing collector (``--server``) or a tensorkeep-server started here."""
 
-    def __init__(self, server: Optional[str], binary: pathlib.Path):
+    def __init__(self, server: Optional[str], binary: pathlib.Path, data_dir: Optional[str] = None):
         self.address = server
         self.binary = binary
         self.proc: Optional[subprocess.Popen] = None
-        self.data_dir: Optional[str] = None
+        self.data_dir: Optional[str] = data_dir
+        self.keep_data = data_dir is not None
 
     def __enter__(self) -> "Collector":
         if self.address:
@@ -89,7 +90,8 @@ class Collector:
                 f"error: {self.binary} does not exist: build the project first "
                 "(cmake -S . -B build && cmake --build build) or pass --server HOST:PORT"
             )
-        self.data_dir = tempfile.mkdtemp(prefix="tensorkeep-demo-")
+        if self.data_dir is None:
+            self.data_dir = tempfile.mkdtemp(prefix="tensorkeep-demo-")
         self.proc = subprocess.Popen(
             [str(self.binary), "--listen", "127.0.0.1:0", "--data-dir", self.data_dir, "--log-level", "warn"],
             stdout=subprocess.PIPE,
@@ -113,7 +115,7 @@ class Collector:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.data_dir:
+        if self.data_dir and not self.keep_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
@@ -382,6 +384,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--rule-worker", default=str(ROOT / "build" / "bin" / "tensorkeep-rules"),
                     help="the rule worker binary (default build/bin/tensorkeep-rules; "
                          "when missing, the rule runs in-process)")
+    ap.add_argument("--data-dir", help="collector data directory to keep (default: a temporary one)")
     ap.add_argument("--out-dir", default="./tensorkeep-demo-output", help="where the PNG goes")
     ap.add_argument("--max-steps", type=int, default=2000, help="steps of the poorly initialised run at most")
     ap.add_argument("--good-steps", type=int, default=300, help="steps of the well initialised run")
@@ -410,7 +413,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     rule_bin = pathlib.Path(args.rule_worker)
     t_start = time.monotonic()
 
-    with Collector(args.server, pathlib.Path(args.server_binary)) as collector:
+    with Collector(args.server, pathlib.Path(args.server_binary), args.data_dir) as collector:
         server = collector.address
         assert server
         # ----------------------------------------------------------------- run 1

@@ -11,5 +11,5 @@ DATA_DIR=${TENSORKEEP_DEMO_DIR:-$PWD/tensorkeep-demo}
 mkdir -p "$DATA_DIR"
 export PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}"
 exec /usr/bin/python3 examples/pytorch_bad_init.py \
-  --server-bin build/bin/tensorkeep-server --rule-worker build/bin/tensorkeep-rules \
+  --server-binary build/bin/tensorkeep-server --rule-worker build/bin/tensorkeep-rules \
   --data-dir "$DATA_DIR/data" --out-dir "$DATA_DIR" "$@"
