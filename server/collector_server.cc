@@ -1,6 +1,7 @@
 #include "server/collector_server.h"
 
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -45,8 +46,22 @@ void CollectorServer::Shutdown(double grace_seconds) {
   if (shut_down_) return;
   shut_down_ = true;
   if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+    // gRPC's Shutdown(deadline) waits for the whole deadline while any client
+    // keeps a channel open, busy or not. So drain the writers ourselves:
+    // refuse new Push streams, wait (bounded) for the open ones to be closed
+    // by their writers, then stop gRPC with a short deadline, cancelling
+    // read-only calls (waits and watches are resumable).
+    service_->StartDraining();
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
+    if (service_->active_pushes() > 0) {
+      spdlog::info("waiting up to {} s for {} writer stream(s) to close", grace_seconds,
+                   service_->active_pushes());
+    }
+    while (service_->active_pushes() > 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   }
   collector_.reset();  // drains the committer
   server_.reset();

@@ -5,9 +5,38 @@
 
 namespace tensorkeep {
 
-PushReactor::PushReactor(grpc::CallbackServerContext* context, Collector* collector)
-    : context_(context), collector_(collector), session_(collector) {
+PushReactor::PushReactor(grpc::CallbackServerContext* context, Collector* collector,
+                         std::atomic<int>* active)
+    : context_(context),
+      collector_(collector),
+      active_(active),
+      session_(collector),
+      guard_(std::make_shared<Guard>()) {
+  guard_->reactor = this;
+  active_->fetch_add(1);
   StartRead(&request_);
+}
+
+void PushReactor::OnDone() {
+  std::shared_ptr<Guard> guard = guard_;
+  {
+    std::lock_guard<std::mutex> lock(guard->mu);
+    guard->reactor = nullptr;
+  }
+  std::atomic<int>* active = active_;
+  delete this;
+  active->fetch_sub(1);
+}
+
+void PushReactor::OnTrialChanged() {
+  Actions action;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_sent_ || finished_ || !session_.trial()->stop_requested(nullptr)) return;
+    ack_wanted_ = true;
+    action = NextActionsLocked();
+  }
+  Act(action);
 }
 
 void PushReactor::OnReadDone(bool ok) {
@@ -21,6 +50,15 @@ void PushReactor::OnReadDone(bool ok) {
     const uint64_t seq = request_.seq();
     auto outcome = session_.Handle(request_);
     request_.Clear();
+    if (subscription_ == nullptr && session_.trial() != nullptr) {
+      std::weak_ptr<Guard> weak = guard_;
+      subscription_ = session_.trial()->Subscribe([weak] {
+        if (auto g = weak.lock()) {
+          std::lock_guard<std::mutex> lock(g->mu);
+          if (g->reactor != nullptr) g->reactor->OnTrialChanged();
+        }
+      });
+    }
     absl::MutexLock lock(&mu_);
     reading_ = false;
     if (!outcome.ok()) {

@@ -15,7 +15,10 @@
 #ifndef TENSORKEEP_SERVER_PUSH_REACTOR_H_
 #define TENSORKEEP_SERVER_PUSH_REACTOR_H_
 
+#include <atomic>
 #include <deque>
+#include <memory>
+#include <mutex>
 
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
@@ -31,11 +34,14 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   static constexpr size_t kQueueBudget = 64u << 20;
   static constexpr size_t kMaxInflightPerStream = 2;
 
-  PushReactor(grpc::CallbackServerContext* context, Collector* collector);
+  // `active` (not owned) counts live Push reactors: incremented here,
+  // decremented in OnDone.
+  PushReactor(grpc::CallbackServerContext* context, Collector* collector,
+              std::atomic<int>* active);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
-  void OnDone() override { delete this; }
+  void OnDone() override;
 
  private:
   // What to do after a state change, decided under mu_ and done outside it.
@@ -51,11 +57,24 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   Actions NextActionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Act(const Actions& actions);
   void OnCommitted(uint64_t seq, const absl::Status& status);
+  // A commit of the trial: sends an ack at once if a stop was requested, so a
+  // writer learns of it without having to send anything.
+  void OnTrialChanged();
+
+  // Shared with the trial subscription; OnDone takes `mu` before deleting
+  // the reactor, so the callback never sees a deleted reactor.
+  struct Guard {
+    std::mutex mu;
+    PushReactor* reactor = nullptr;
+  };
   v1::PushResponse MakeAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   grpc::CallbackServerContext* const context_;
   Collector* const collector_;
+  std::atomic<int>* const active_;
   WriteSession session_;  // used by OnReadDone only (one read at a time)
+  std::shared_ptr<Guard> guard_;
+  std::shared_ptr<TrialSubscription> subscription_;  // set once, after Open
   v1::PushRequest request_;
 
   absl::Mutex mu_;

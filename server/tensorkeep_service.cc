@@ -46,11 +46,22 @@ class FailedWriteReactor : public grpc::ServerWriteReactor<T> {
   void OnDone() override { delete this; }
 };
 
+// A Push stream refused while the server shuts down.
+class RefusedPushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse> {
+ public:
+  RefusedPushReactor() {
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the collector is shutting down; retry against its replacement"));
+  }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse>* TensorKeepService::Push(
     grpc::CallbackServerContext* context) {
-  return new PushReactor(context, collector_);
+  if (draining_.load()) return new RefusedPushReactor();
+  return new PushReactor(context, collector_, &active_pushes_);
 }
 
 grpc::ServerUnaryReactor* TensorKeepService::ListTrials(grpc::CallbackServerContext* context,

@@ -12,6 +12,8 @@
 #ifndef TENSORKEEP_SERVER_TENSORKEEP_SERVICE_H_
 #define TENSORKEEP_SERVER_TENSORKEEP_SERVICE_H_
 
+#include <atomic>
+
 #include "proto/tensorkeep.grpc.pb.h"
 #include "server/collector.h"
 
@@ -21,6 +23,12 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
  public:
   // `collector` is not owned and must outlive the service.
   explicit TensorKeepService(Collector* collector) : collector_(collector) {}
+
+  // Shutdown, first phase: new Push streams are refused (UNAVAILABLE); the
+  // open ones go on until their writers close them.
+  void StartDraining() { draining_.store(true); }
+  // Push streams not yet done.
+  int active_pushes() const { return active_pushes_.load(); }
 
   grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse>* Push(
       grpc::CallbackServerContext* context) override;
@@ -87,6 +95,8 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
 
  private:
   Collector* const collector_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> active_pushes_{0};
 };
 
 }  // namespace tensorkeep
