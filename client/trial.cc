@@ -218,9 +218,22 @@ absl::StatusOr<std::vector<Value>> Tensor::ReadValues(
   grpc::ClientContext context;
   auto reader = call(&context);
   std::vector<Value> out;
+  std::vector<Value> batched;
   v1::TensorValue msg;
   uint64_t expected = 0;
   while (reader->Read(&msg)) {
+    // Further small values may be packed into the same message.
+    for (auto& b : *msg.mutable_batched()) {
+      Value v;
+      v.step = b.step();
+      v.mode = b.mode();
+      v.mode_step = b.mode_step();
+      v.worker = b.worker();
+      v.dtype = b.dtype();
+      v.shape.assign(b.shape().begin(), b.shape().end());
+      v.data = std::move(*b.mutable_data());
+      batched.push_back(std::move(v));
+    }
     if (msg.header()) {
       Value v;
       v.step = msg.step();
@@ -236,6 +249,8 @@ absl::StatusOr<std::vector<Value>> Tensor::ReadValues(
     } else if (!out.empty()) {
       out.back().data.append(msg.data());
     }
+    for (auto& v : batched) out.push_back(std::move(v));
+    batched.clear();
   }
   TK_RETURN_IF_ERROR(FromGrpc(reader->Finish(), &context, connection_->address()));
   if (!out.empty() && out.back().data.size() != expected) {

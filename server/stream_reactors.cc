@@ -22,43 +22,67 @@ ValueStreamReactor::ValueStreamReactor(grpc::CallbackServerContext* context, Col
   Next();
 }
 
+bool ValueStreamReactor::LoadNext() {
+  if (next_value_ >= where_.size()) {
+    Finish(grpc::Status::OK);
+    return false;
+  }
+  auto value = collector_->ReadValue(*trial_, tensor_, where_[next_value_++]);
+  if (!value.ok()) {
+    Finish(ToGrpcStatus(value.status(), context_));
+    return false;
+  }
+  current_ = std::move(*value);
+  offset_ = 0;
+  header_sent_ = false;
+  return true;
+}
+
+void ValueStreamReactor::EmitWhole(v1::TensorValue* v) {
+  const auto& w = current_.where;
+  v->set_header(true);
+  v->set_step(w.global_step);
+  v->set_mode(static_cast<v1::Mode>(w.info.mode));
+  v->set_mode_step(w.info.mode_step);
+  v->set_worker(w.worker);
+  v->set_dtype(current_.meta.dtype());
+  *v->mutable_shape() = current_.meta.shape();
+  v->set_value_size(current_.data.size());
+  header_sent_ = true;
+  if (current_.data.size() <= kChunkBytes) {
+    offset_ = current_.data.size();
+    *v->mutable_data() = std::move(current_.data);  // no copy
+    current_.data.clear();
+  }
+}
+
 void ValueStreamReactor::Next() {
   // Move on to the next value when the current one is fully sent.
   if (header_sent_ && offset_ >= current_.data.size()) {
-    if (next_value_ >= where_.size()) {
-      Finish(grpc::Status::OK);
-      return;
-    }
-    auto value = collector_->ReadValue(*trial_, tensor_, where_[next_value_++]);
-    if (!value.ok()) {
-      Finish(ToGrpcStatus(value.status(), context_));
-      return;
-    }
-    current_ = std::move(*value);
-    offset_ = 0;
-    header_sent_ = false;
+    if (!LoadNext()) return;
   }
   message_.Clear();
   if (!header_sent_) {
-    const auto& w = current_.where;
-    message_.set_header(true);
-    message_.set_step(w.global_step);
-    message_.set_mode(static_cast<v1::Mode>(w.info.mode));
-    message_.set_mode_step(w.info.mode_step);
-    message_.set_worker(w.worker);
-    message_.set_dtype(current_.meta.dtype());
-    *message_.mutable_shape() = current_.meta.shape();
-    message_.set_value_size(current_.data.size());
-    header_sent_ = true;
-    if (current_.data.size() <= kChunkBytes) {
-      // The common case: the whole value in one message, without a copy.
-      *message_.mutable_data() = std::move(current_.data);
-      offset_ = message_.data().size();
-      current_.data.clear();
-      current_.data.shrink_to_fit();
+    EmitWhole(&message_);
+    if (offset_ == 0) {
+      // Larger than a chunk: the header carries the first chunk.
+      const size_t n = std::min(kChunkBytes, current_.data.size());
+      message_.set_data(current_.data.substr(0, n));
+      offset_ = n;
       StartWrite(&message_);
       return;
     }
+    // Pack following small values into the same message.
+    size_t bytes = message_.data().size();
+    while (bytes < kBatchBytes && next_value_ < where_.size()) {
+      if (!LoadNext()) return;
+      if (bytes + current_.data.size() > kBatchBytes) break;  // goes in the next message
+      v1::TensorValue* v = message_.add_batched();
+      EmitWhole(v);
+      bytes += v->data().size() + 64;
+    }
+    StartWrite(&message_);
+    return;
   }
   const size_t n = std::min(kChunkBytes, current_.data.size() - offset_);
   message_.set_data(current_.data.substr(offset_, n));

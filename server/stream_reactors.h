@@ -25,6 +25,8 @@
 namespace tensorkeep {
 
 inline constexpr size_t kChunkBytes = 4u << 20;
+// Small values are packed into messages of up to this size.
+inline constexpr size_t kBatchBytes = 1u << 20;
 
 // Streams saved values. `trial` and `tensor` name what `where` locates.
 class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
@@ -37,6 +39,11 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
 
  private:
   void Next();
+  // Reads the next value into current_; false (and the call finished) when
+  // there is none or it cannot be read.
+  bool LoadNext();
+  // Moves current_ (whole) into `v` as a complete value.
+  void EmitWhole(v1::TensorValue* v);
 
   grpc::CallbackServerContext* const context_;
   Collector* collector_ = nullptr;

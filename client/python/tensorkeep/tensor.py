@@ -226,7 +226,7 @@ class Tensor:
         buf: Optional[bytearray] = None
         filled = 0
         try:
-            for m in stream:
+            for m in _unpack(stream):
                 data = m.data
                 if m.header:
                     if head is not None:
@@ -258,6 +258,15 @@ class Tensor:
                 stream.cancel()  # no-op when the stream completed
         if head is not None:
             raise TensorkeepError(f"truncated value of {self.name} at step {head.step}")
+
+
+def _unpack(stream: Any) -> Iterator[Any]:
+    """The TensorValue messages of a stream, each followed by the further small,
+    complete values the collector packed into it (``batched``)."""
+    for message in stream:
+        yield message
+        if message.batched:
+            yield from message.batched
 
 
 def _check_worker(worker: Optional[str]) -> str:
