@@ -201,6 +201,15 @@ absl::Status Trial::ReportRuleStatus(const v1::RuleStatus& status) const {
 Tensor::Tensor(std::shared_ptr<Connection> connection, std::string trial, std::string name)
     : connection_(std::move(connection)), trial_(std::move(trial)), name_(std::move(name)) {}
 
+void Tensor::Address(uint64_t step, int mode, const std::string& worker,
+                     v1::TensorRequest* request) const {
+  request->set_trial(trial_);
+  request->set_tensor(name_);
+  request->set_step(step);
+  request->set_mode(static_cast<v1::Mode>(mode));
+  request->set_worker(worker);
+}
+
 absl::StatusOr<std::vector<uint64_t>> Tensor::Steps(int mode, bool show_incomplete_steps) const {
   v1::ListStepsRequest r;
   r.set_trial(trial_);
@@ -261,11 +270,7 @@ absl::StatusOr<std::vector<Value>> Tensor::ReadValues(
 
 absl::StatusOr<Value> Tensor::GetValue(uint64_t step, int mode, const std::string& worker) const {
   v1::TensorRequest r;
-  r.set_trial(trial_);
-  r.set_tensor(name_);
-  r.set_step(step);
-  r.set_mode(static_cast<v1::Mode>(mode));
-  r.set_worker(worker);
+  Address(step, mode, worker, &r);
   TK_ASSIGN_OR_RETURN(auto values, ReadValues([&](grpc::ClientContext* ctx) {
                         return connection_->stub()->GetValue(ctx, r);
                       }));
@@ -324,12 +329,7 @@ absl::StatusOr<std::vector<double>> Tensor::ReductionValues(
     uint64_t step, const std::vector<std::pair<std::string, bool>>& reductions, int mode,
     const std::string& worker) const {
   v1::ReductionsRequest r;
-  v1::TensorRequest* t = r.mutable_tensor();
-  t->set_trial(trial_);
-  t->set_tensor(name_);
-  t->set_step(step);
-  t->set_mode(static_cast<v1::Mode>(mode));
-  t->set_worker(worker);
+  Address(step, mode, worker, r.mutable_tensor());
   for (const auto& [name, abs] : reductions) {
     v1::ReductionSpec* s = r.add_reductions();
     s->set_name(name);
@@ -345,12 +345,7 @@ absl::StatusOr<std::vector<double>> Tensor::ReductionValues(
 absl::StatusOr<std::map<std::pair<std::string, bool>, double>> Tensor::SavedReductions(
     uint64_t step, int mode, const std::string& worker) const {
   v1::ReductionsRequest r;
-  v1::TensorRequest* t = r.mutable_tensor();
-  t->set_trial(trial_);
-  t->set_tensor(name_);
-  t->set_step(step);
-  t->set_mode(static_cast<v1::Mode>(mode));
-  t->set_worker(worker);
+  Address(step, mode, worker, r.mutable_tensor());
   r.set_saved_only(true);
   TK_ASSIGN_OR_RETURN(auto resp, (Call<v1::ReductionsRequest, v1::ReductionsResponse>(
                                      *connection_, &v1::TensorKeep::Stub::GetReductions, r)));
@@ -363,12 +358,7 @@ absl::StatusOr<Histogram> Tensor::GetHistogram(uint64_t step, int bins,
                                                std::optional<std::pair<double, double>> range,
                                                int mode, const std::string& worker) const {
   v1::HistogramRequest r;
-  v1::TensorRequest* t = r.mutable_tensor();
-  t->set_trial(trial_);
-  t->set_tensor(name_);
-  t->set_step(step);
-  t->set_mode(static_cast<v1::Mode>(mode));
-  t->set_worker(worker);
+  Address(step, mode, worker, r.mutable_tensor());
   r.set_bins(bins);
   if (range.has_value()) {
     r.set_has_range(true);

@@ -120,6 +120,9 @@ class Tensor {
                                          int mode = kGlobal, const std::string& worker = "") const;
 
  private:
+  // Fills the (trial, tensor, step, mode, worker) address of a request.
+  void Address(uint64_t step, int mode, const std::string& worker,
+               v1::TensorRequest* request) const;
   absl::StatusOr<std::vector<Value>> ReadValues(
       const std::function<std::unique_ptr<grpc::ClientReader<v1::TensorValue>>(
           grpc::ClientContext*)>& call) const;

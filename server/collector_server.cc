@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/grpc.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -24,6 +25,12 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(s->service_.get());
+  // Paused Push streams must not keep filling gRPC's buffers: without these
+  // the transport grows each stream's window (BDP probing) and, under the
+  // memory quota, resets streams ("buffers full"). Measured with 64 writers
+  // of 1 MiB tensors: writers failed in 16 of 17 runs without, 0 of 10 with.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1 << 20);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   if (options.grpc_memory_bytes > 0) {

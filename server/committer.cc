@@ -36,12 +36,15 @@ size_t Committer::queued_bytes() const {
   return queued_bytes_;
 }
 
-void Committer::AddMetadata(PendingWrite& write) {
+void Committer::MetadataFor(const PendingWrite& write,
+                            std::unique_ptr<TensorStore::Batch>* before,
+                            std::unique_ptr<TensorStore::Batch>* after) {
   const TrialUpdate& u = write.update;
   const std::string& trial = write.trial->name();
-  auto put = [&](const std::string& key, const google::protobuf::Message& m) {
-    if (write.batch == nullptr) write.batch = store_->NewBatch();
-    write.batch->Put(key, m.SerializeAsString());
+  auto put = [&](std::unique_ptr<TensorStore::Batch>* batch, const std::string& key,
+                 const google::protobuf::Message& m) {
+    if (*batch == nullptr) *batch = store_->NewBatch();
+    (*batch)->Put(key, m.SerializeAsString());
   };
 
   auto [tit, created] = trial_meta_.try_emplace(trial);
@@ -63,13 +66,14 @@ void Committer::AddMetadata(PendingWrite& write) {
   }
   if (u.rule_status.has_value()) {
     const v1::RuleStatus& rs = *u.rule_status;
-    put(RuleKey(trial, rs.rule()), rs);
+    put(before, RuleKey(trial, rs.rule()), rs);
     if (rs.action() == "stop" && rs.state() == v1::RuleStatus::ISSUES_FOUND &&
         !tm.stop_requested()) {
       tm.set_stop_requested(true);
       trial_changed = true;
     }
   }
+  if (trial_changed) put(before, TrialKey(trial), tm);
   if (!u.worker.empty()) {
     auto [wit, wcreated] = worker_meta_.try_emplace({trial, u.worker});
     storage::WorkerMeta& wm = wit->second;
@@ -83,9 +87,8 @@ void Committer::AddMetadata(PendingWrite& write) {
       wm.set_closed(true);
       worker_changed = true;
     }
-    if (worker_changed) put(WorkerKey(trial, u.worker), wm);
+    if (worker_changed) put(after, WorkerKey(trial, u.worker), wm);
   }
-  if (trial_changed) put(TrialKey(trial), tm);
 }
 
 void Committer::Run() {
@@ -108,22 +111,29 @@ void Committer::Run() {
       }
       queued_bytes_ -= std::min(queued_bytes_, bytes);
     }
+    // Every batch of the group, in order: metadata before, data, metadata
+    // after. With --sync only the last write is fsynced; that makes every
+    // earlier one durable as well (one log file, written in order).
     std::vector<absl::Status> results(group.size());
+    std::vector<std::pair<size_t, std::unique_ptr<TensorStore::Batch>>> writes;
     for (size_t i = 0; i < group.size(); ++i) {
-      PendingWrite& w = group[i];
-      AddMetadata(w);
-      if (w.batch == nullptr) continue;
-      // With --sync only the last batch of the group is fsynced; that makes
-      // every earlier one durable as well (one log file, written in order).
-      const bool last = i + 1 == group.size();
-      results[i] = store_->Write(w.batch.get(), sync_ && last);
+      std::unique_ptr<TensorStore::Batch> before, after;
+      MetadataFor(group[i], &before, &after);
+      if (before != nullptr) writes.emplace_back(i, std::move(before));
+      if (group[i].batch != nullptr) writes.emplace_back(i, std::move(group[i].batch));
+      if (after != nullptr) writes.emplace_back(i, std::move(after));
+    }
+    if (sync_ && writes.empty() && !group.empty()) writes.emplace_back(0, store_->NewBatch());
+    for (size_t k = 0; k < writes.size(); ++k) {
+      auto& [i, batch] = writes[k];
+      if (!results[i].ok()) continue;
+      results[i] = store_->Write(batch.get(), sync_ && k + 1 == writes.size());
       if (!results[i].ok()) spdlog::error("commit failed: {}", results[i].ToString());
     }
-    if (sync_ && !group.empty() && group.back().batch == nullptr) {
-      auto empty = store_->NewBatch();
-      absl::Status s = store_->Write(empty.get(), true);
-      if (!s.ok()) {
-        for (auto& r : results) r = s;
+    if (sync_ && !writes.empty() && !results[writes.back().first].ok()) {
+      // The fsync covering the whole group failed: nothing is known durable.
+      for (auto& r : results) {
+        if (r.ok()) r = results[writes.back().first];
       }
     }
     for (size_t i = 0; i < group.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "leveldb/env.h"
 #include "leveldb/filter_policy.h"
 #include "leveldb/write_batch.h"
+#include "storage/pread_env.h"
 
 namespace tensorkeep {
 namespace {
@@ -42,6 +43,7 @@ absl::Status FromLevelDb(const leveldb::Status& s, absl::string_view what) {
 }  // namespace
 
 struct LevelDbTensorStore::Impl {
+  std::unique_ptr<leveldb::Env> env;  // the pread Env, when not given one
   std::unique_ptr<leveldb::Cache> cache;
   std::unique_ptr<const leveldb::FilterPolicy> filter;
   std::unique_ptr<leveldb::DB> db;
@@ -50,7 +52,7 @@ struct LevelDbTensorStore::Impl {
 LevelDbTensorStore::LevelDbTensorStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 LevelDbTensorStore::~LevelDbTensorStore() {
-  impl_->db.reset();  // before the cache and filter it uses
+  impl_->db.reset();  // before the Env, cache and filter it uses
 }
 
 absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
@@ -74,7 +76,15 @@ absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
   opts.block_cache = impl->cache.get();
   opts.filter_policy = impl->filter.get();
   opts.compression = options.compression ? leveldb::kSnappyCompression : leveldb::kNoCompression;
-  if (options.env != nullptr) opts.env = options.env;
+  if (options.env != nullptr) {
+    opts.env = options.env;
+  } else {
+    impl->env = NewPreadEnv(leveldb::Env::Default());
+    opts.env = impl->env.get();
+    // One descriptor per open table (64 MiB each): 500 cover ~32 GB before
+    // LevelDB closes and reopens tables, well inside the usual 1024 limit.
+    opts.max_open_files = 500;
+  }
   leveldb::DB* db = nullptr;
   leveldb::Status s = leveldb::DB::Open(opts, options.path, &db);
   if (!s.ok()) {

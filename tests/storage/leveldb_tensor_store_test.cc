@@ -85,5 +85,41 @@ TEST(LevelDbTensorStoreDiskTest, SecondOpenOfTheSameDirectoryFailsClearly) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(LevelDbTensorStoreDiskTest, TableFilesReadBackThroughPreadAfterReopen) {
+  const std::string dir = ::testing::TempDir() + "/tk_store_pread_test";
+  std::filesystem::remove_all(dir);
+  LevelDbOptions o;
+  o.path = dir;
+  o.write_buffer_size = 1 << 20;  // small memtables: many table files
+  auto value = [](int i) { return std::string(40000, static_cast<char>('a' + i % 26)) + std::to_string(i); };
+  {
+    auto store = LevelDbTensorStore::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int i = 0; i < 500; ++i) {
+      auto batch = (*store)->NewBatch();
+      batch->Put("k" + std::to_string(100000 + i), value(i));
+      ASSERT_TRUE((*store)->Write(batch.get(), false).ok());
+    }
+  }
+  size_t tables = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".ldb") ++tables;
+  }
+  EXPECT_GT(tables, 3u) << "the test meant to read from table files";
+  auto store = LevelDbTensorStore::Open(o);
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 500; i += 7) {
+    auto v = (*store)->Get("k" + std::to_string(100000 + i));
+    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_TRUE(v->has_value());
+    EXPECT_EQ(**v, value(i));
+  }
+  int n = 0;
+  ASSERT_TRUE((*store)->Scan("k", [&](std::string_view, std::string_view) { return ++n > 0; }).ok());
+  EXPECT_EQ(n, 500);
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tensorkeep
