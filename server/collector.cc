@@ -69,8 +69,8 @@ absl::Status Collector::Recover() {
         std::string_view trial, name, worker;
         uint64_t step;
         v1::TensorRecord meta;
-        if (!r.Family(&f) || !r.Str(&trial) || !r.Str(&name) || !r.U64(&step) ||
-            !r.Str(&worker) || !meta.ParseFromArray(v.data(), v.size())) {
+        if (!r.Family(&f) || !r.Str(&trial) || !r.U64(&step) || !r.Str(&worker) ||
+            !r.Str(&name) || !meta.ParseFromArray(v.data(), v.size())) {
           return corrupt("tensor index");
         }
         Trial* t = trial_of(trial);

@@ -58,7 +58,7 @@ std::string WorkerKey(std::string_view trial, std::string_view worker) {
 }
 std::string TensorKey(std::string_view trial, std::string_view name, uint64_t step,
                       std::string_view worker) {
-  return KeyBuilder(KeyFamily::kTensor).Str(trial).Str(name).U64(step).Str(worker).Take();
+  return KeyBuilder(KeyFamily::kTensor).Str(trial).U64(step).Str(worker).Str(name).Take();
 }
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      std::string_view name) {

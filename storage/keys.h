@@ -8,14 +8,16 @@
 //   kTrial      trial                          -> TrialMeta
 //   kStep       trial, step                    -> StepMeta (mode, mode step)
 //   kWorker     trial, worker                  -> WorkerMeta (commits, close)
-//   kTensor     trial, name, step, worker      -> TensorRecord without data
+//   kTensor     trial, step, worker, name      -> TensorRecord without data
 //   kValue      trial, step, worker, name      -> raw little-endian bytes
 //   kCollection trial, collection, name        -> ""
 //   kRule       trial, rule                    -> RuleStatus
 //
-// Values are step-major (global step before worker and name) so that
-// concurrent writers append near one another, which keeps LevelDB near its
-// sequential speed; the kTensor index answers "which steps has this tensor"
+// Values and index entries are step-major (global step before worker and
+// name) so that concurrent writers append near one another, which keeps
+// LevelDB near its sequential speed (name-major index entries measured 1.5-2x
+// slower for small records: every insert landed at a random place of the
+// memtable). The kTensor entries rebuild the in-memory index at start-up
 // without reading any value.
 #ifndef TENSORKEEP_STORAGE_KEYS_H_
 #define TENSORKEEP_STORAGE_KEYS_H_

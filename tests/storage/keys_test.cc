@@ -37,7 +37,7 @@ TEST(KeysTest, TensorKeyRoundTripsNamesWithSeparatorsAndZeros) {
   KeyFamily f;
   std::string_view trial, got, worker;
   uint64_t step;
-  ASSERT_TRUE(r.Family(&f) && r.Str(&trial) && r.Str(&got) && r.U64(&step) && r.Str(&worker));
+  ASSERT_TRUE(r.Family(&f) && r.Str(&trial) && r.U64(&step) && r.Str(&worker) && r.Str(&got));
   EXPECT_EQ(got, name);
   EXPECT_EQ(step, 7u);
   EXPECT_EQ(worker, "w");
@@ -96,7 +96,7 @@ TEST(KeysTest, RandomRoundTrips) {
     KeyFamily f;
     std::string_view t, n, w;
     uint64_t s;
-    ASSERT_TRUE(r.Family(&f) && r.Str(&t) && r.Str(&n) && r.U64(&s) && r.Str(&w));
+    ASSERT_TRUE(r.Family(&f) && r.Str(&t) && r.U64(&s) && r.Str(&w) && r.Str(&n));
     EXPECT_EQ(n, name);
     EXPECT_EQ(s, step);
     EXPECT_TRUE(r.AtEnd());
