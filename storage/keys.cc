@@ -50,9 +50,6 @@ bool KeyReader::U64(uint64_t* v) {
 std::string TrialKey(std::string_view trial) {
   return KeyBuilder(KeyFamily::kTrial).Str(trial).Take();
 }
-std::string StepKey(std::string_view trial, uint64_t step) {
-  return KeyBuilder(KeyFamily::kStep).Str(trial).U64(step).Take();
-}
 std::string WorkerKey(std::string_view trial, std::string_view worker) {
   return KeyBuilder(KeyFamily::kWorker).Str(trial).Str(worker).Take();
 }
@@ -63,10 +60,6 @@ std::string TensorKey(std::string_view trial, std::string_view name, uint64_t st
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      std::string_view name) {
   return KeyBuilder(KeyFamily::kValue).Str(trial).U64(step).Str(worker).Str(name).Take();
-}
-std::string CollectionKey(std::string_view trial, std::string_view collection,
-                          std::string_view name) {
-  return KeyBuilder(KeyFamily::kCollection).Str(trial).Str(collection).Str(name).Take();
 }
 std::string RuleKey(std::string_view trial, std::string_view rule) {
   return KeyBuilder(KeyFamily::kRule).Str(trial).Str(rule).Take();

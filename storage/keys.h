@@ -6,11 +6,9 @@
 // another by containing a separator.
 //
 //   kTrial      trial                          -> TrialMeta
-//   kStep       trial, step                    -> StepMeta (mode, mode step)
 //   kWorker     trial, worker                  -> WorkerMeta (commits, close)
 //   kTensor     trial, step, worker, name      -> TensorRecord without data
 //   kValue      trial, step, worker, name      -> raw little-endian bytes
-//   kCollection trial, collection, name        -> ""
 //   kRule       trial, rule                    -> RuleStatus
 //
 // Values and index entries are step-major (global step before worker and
@@ -30,11 +28,10 @@ namespace tensorkeep {
 
 enum class KeyFamily : uint8_t {
   kTrial = 1,
-  kStep = 2,
+  // 2 and 6 are unused: steps and collections are rebuilt from kTensor.
   kWorker = 3,
   kTensor = 4,
   kValue = 5,
-  kCollection = 6,
   kRule = 7,
 };
 
@@ -70,14 +67,11 @@ class KeyReader {
 };
 
 std::string TrialKey(std::string_view trial);
-std::string StepKey(std::string_view trial, uint64_t step);
 std::string WorkerKey(std::string_view trial, std::string_view worker);
 std::string TensorKey(std::string_view trial, std::string_view name, uint64_t step,
                       std::string_view worker);
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      std::string_view name);
-std::string CollectionKey(std::string_view trial, std::string_view collection,
-                          std::string_view name);
 std::string RuleKey(std::string_view trial, std::string_view rule);
 
 // The prefix shared by every key of `family` (and, when given, of `trial`).

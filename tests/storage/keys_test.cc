@@ -61,7 +61,7 @@ TEST(KeysTest, ValueKeysAreStepMajor) {
 
 TEST(KeysTest, NoTwoDistinctComponentListsShareAKey) {
   // Names containing what a separator-based encoding would use cannot collide.
-  EXPECT_NE(CollectionKey("a", "b", "c"), CollectionKey("a", "bc", ""));
+  EXPECT_NE(RuleKey("a", "bc"), RuleKey("ab", "c"));
   EXPECT_NE(WorkerKey("ab", "c"), WorkerKey("a", "bc"));
   EXPECT_NE(TensorKey("t", "n", 1, "w"), TensorKey("t", std::string("n\0\0", 3), 1, "w"));
 }
