@@ -7,6 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
+# Leave `import tensorkeep` working for Debian's /usr/bin/python3.
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+if [ "$(id -u)" -eq 0 ] || [ -n "$SUDO" ]; then
+  $SUDO cmake --install build --component python >/dev/null
+  echo "demo: installed the tensorkeep Python package for /usr/bin/python3"
+else
+  echo "demo: no root or sudo: use PYTHONPATH=$PWD/build/python to import tensorkeep"
+fi
 DATA_DIR=${TENSORKEEP_DEMO_DIR:-$PWD/tensorkeep-demo}
 mkdir -p "$DATA_DIR"
 export PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}"

@@ -27,7 +27,32 @@ absl::StatusOr<std::unique_ptr<Collector>> Collector::Create(const CollectorOpti
   return c;
 }
 
+absl::Status Collector::CheckFormat() {
+  TK_ASSIGN_OR_RETURN(auto format, store_->Get(FormatKey()));
+  if (format.has_value()) {
+    if (*format == kStorageFormat) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the database holds storage format '", *format, "' but this tensorkeep-server reads '",
+        kStorageFormat, "': move the data directory aside or choose another --data-dir"));
+  }
+  bool empty = true;
+  TK_RETURN_IF_ERROR(store_->Scan("", [&](std::string_view, std::string_view) {
+    empty = false;
+    return false;
+  }));
+  if (!empty) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the database was written by an older tensorkeep (no storage format marker; this server "
+        "reads '",
+        kStorageFormat, "'): move the data directory aside or choose another --data-dir"));
+  }
+  auto batch = store_->NewBatch();
+  batch->Put(FormatKey(), kStorageFormat);
+  return store_->Write(batch.get(), /*sync=*/true);
+}
+
 absl::Status Collector::Recover() {
+  TK_RETURN_IF_ERROR(CheckFormat());
   std::map<std::string, storage::TrialMeta> trial_meta;
   std::map<std::pair<std::string, std::string>, storage::WorkerMeta> worker_meta;
   absl::Status bad;

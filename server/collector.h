@@ -79,6 +79,8 @@ class Collector {
 
  private:
   Collector(const CollectorOptions& options, TensorStore* store);
+  // Refuses a database of another storage format; marks a new one.
+  absl::Status CheckFormat();
   absl::Status Recover();
   // Submits and waits for the write to be durable.
   absl::Status SubmitAndWait(PendingWrite write);

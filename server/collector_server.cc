@@ -14,7 +14,13 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
     const ServerOptions& options) {
   std::unique_ptr<CollectorServer> s(new CollectorServer());
   TK_ASSIGN_OR_RETURN(s->store_, LevelDbTensorStore::Open(options.store));
-  TK_ASSIGN_OR_RETURN(s->collector_, Collector::Create(options.collector, s->store_.get()));
+  auto collector = Collector::Create(options.collector, s->store_.get());
+  if (!collector.ok()) {
+    return absl::Status(collector.status().code(),
+                        absl::StrCat("data directory ", options.store.path, ": ",
+                                     collector.status().message()));
+  }
+  s->collector_ = std::move(*collector);
   s->service_ = std::make_unique<TensorKeepService>(s->collector_.get());
 
   const size_t colon = options.listen.rfind(':');

@@ -47,6 +47,8 @@ bool KeyReader::U64(uint64_t* v) {
   return true;
 }
 
+std::string FormatKey() { return KeyBuilder(KeyFamily::kFormat).Take(); }
+
 std::string TrialKey(std::string_view trial) {
   return KeyBuilder(KeyFamily::kTrial).Str(trial).Take();
 }

@@ -27,6 +27,7 @@
 namespace tensorkeep {
 
 enum class KeyFamily : uint8_t {
+  kFormat = 0,  // one key: the storage format version (kStorageFormat)
   kTrial = 1,
   // 2 and 6 are unused: steps and collections are rebuilt from kTensor.
   kWorker = 3,
@@ -34,6 +35,10 @@ enum class KeyFamily : uint8_t {
   kValue = 5,
   kRule = 7,
 };
+
+// The version of this key schema and its values, stored under FormatKey().
+// A server refuses a database of another version instead of misreading it.
+inline constexpr char kStorageFormat[] = "tensorkeep-storage-2";
 
 // Longest string a key component may hold (the length prefix is 2 bytes).
 inline constexpr size_t kMaxKeyComponent = 0xFFFF;
@@ -66,6 +71,7 @@ class KeyReader {
   std::string_view rest_;
 };
 
+std::string FormatKey();
 std::string TrialKey(std::string_view trial);
 std::string WorkerKey(std::string_view trial, std::string_view worker);
 std::string TensorKey(std::string_view trial, std::string_view name, uint64_t step,

@@ -6,6 +6,8 @@
 #include "client/trial.h"
 #include "client/writer.h"
 #include "gmock/gmock.h"
+#include "storage/keys.h"
+#include "storage/leveldb_tensor_store.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_server.h"
 
@@ -124,6 +126,25 @@ TEST_F(DurabilityTest, SigtermShutsDownCleanlyAndDataRemains) {
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->data, Float32Record("x", 0, 16, 3).data());
   EXPECT_TRUE(trial.Summary()->ended());
+}
+
+TEST_F(DurabilityTest, ADatabaseOfAnotherFormatIsRefusedWithAnActionableMessage) {
+  {
+    LevelDbOptions o;
+    o.path = dir_ + "/db";
+    auto store = LevelDbTensorStore::Open(o);
+    ASSERT_TRUE(store.ok());
+    auto batch = (*store)->NewBatch();
+    batch->Put(TrialKey("old"), "written without a format marker");
+    ASSERT_TRUE((*store)->Write(batch.get(), true).ok());
+  }
+  ServerProcess server;
+  EXPECT_FALSE(server.Start(Args()));
+  const int status = server.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  EXPECT_THAT(server.stderr_text, HasSubstr("older tensorkeep"));
+  EXPECT_THAT(server.stderr_text, HasSubstr("choose another --data-dir"));
+  EXPECT_THAT(server.stderr_text, HasSubstr(dir_ + "/db"));
 }
 
 TEST_F(DurabilityTest, FirstLineIsExactlyListeningOnTheRealPort) {
