@@ -4,6 +4,8 @@
 #ifndef TENSORKEEP_TESTS_RULES_RULES_FIXTURE_H_
 #define TENSORKEEP_TESTS_RULES_RULES_FIXTURE_H_
 
+#include "tests/server/test_server.h"
+
 #include <stdlib.h>
 
 #include <cstring>
@@ -77,44 +79,9 @@ inline std::vector<double> Linspace(double lo, double hi, size_t n) {
   return out;
 }
 
-class RulesFixture : public ::testing::Test {
+// An in-process collector (testing::ServerFixture) plus rule helpers.
+class RulesFixture : public testing::ServerFixture {
  protected:
-  void SetUp() override {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/tk_rules_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    ASSERT_NE(mkdtemp(buf.data()), nullptr);
-    dir_ = buf.data();
-    ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.store.path = dir_ + "/db";
-    auto s = CollectorServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = std::move(*s);
-    auto c = Connection::Open(server_->address());
-    ASSERT_TRUE(c.ok()) << c.status();
-    connection_ = *c;
-  }
-
-  void TearDown() override {
-    if (server_ != nullptr) server_->Shutdown(1.0);
-    server_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
-  std::unique_ptr<client::Writer> OpenWriter(const std::string& trial,
-                                             const std::string& worker = "worker_0",
-                                             uint32_t num_workers = 1) {
-    client::WriterOptions o;
-    o.server = server_->address();
-    o.trial = trial;
-    o.worker = worker;
-    o.num_workers = num_workers;
-    auto w = client::Writer::Open(o);
-    EXPECT_TRUE(w.ok()) << w.status();
-    return w.ok() ? std::move(*w) : nullptr;
-  }
-
   // Writes `records` to `trial` as one worker, ending each step after its
   // records (records must come in step order), then closes with end of
   // training, which ends the trial.
@@ -129,8 +96,6 @@ class RulesFixture : public ::testing::Test {
     }
     ASSERT_TRUE(w->Close(/*end_of_training=*/true).ok());
   }
-
-  client::Trial TrialOf(const std::string& name) { return client::Trial(connection_, name); }
 
   // Creates built-in rule `rule` on `trial` and invokes it over the whole
   // (ended) trial, without raising. Fails the test on an error.
@@ -156,10 +121,6 @@ class RulesFixture : public ::testing::Test {
     if (!s.first_issue.has_value() || !s.first_issue->step.has_value()) return -1;
     return static_cast<int64_t>(*s.first_issue->step);
   }
-
-  std::string dir_;
-  std::unique_ptr<CollectorServer> server_;
-  std::shared_ptr<Connection> connection_;
 };
 
 }  // namespace rules_testing
