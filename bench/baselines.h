@@ -10,8 +10,7 @@
 //  - SinkServer / RawGrpc*: a bench-only service (bench/bench_sink.proto) on
 //    127.0.0.1:0 that discards what it reads and sends bytes from a buffer
 //    made once; clients call it like tensorkeep's client calls the collector.
-//  - PlainLoop*: the straightforward loops over float32 values (float64
-//    accumulation, one pass, compiled with the project's flags).
+//  - PlainLoop*: in bench/plain_loops.h (shared with tensor_benchmark).
 //
 // Thread safety: the free functions are thread-safe; SinkServer's methods are
 // too. Every loop here is bounded by its arguments.
@@ -27,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "bench/plain_loops.h"
 #include "grpcpp/grpcpp.h"
 
 namespace tensorkeep {
@@ -137,17 +137,6 @@ absl::StatusOr<std::vector<double>> RawGrpcUnaryLatencies(const std::string& add
 // call until the last message was read.
 absl::StatusOr<Throughput> RawGrpcStream(const std::string& address, size_t message_bytes,
                                          uint64_t count);
-
-// Plain loops over float32 values with float64 accumulators. Each returns its
-// results so that nothing is optimized away.
-double PlainLoopMean(absl::Span<const float> v);
-double PlainLoopMin(absl::Span<const float> v);
-double PlainLoopL2(absl::Span<const float> v);
-// Mean and population standard deviation in one pass (sums shifted by v[0]).
-std::vector<double> PlainLoopMeanStd(absl::Span<const float> v);
-// All 18 reductions (min, max, mean, std, variance, sum, prod, l1, l2 of x and
-// of |x|) in one pass.
-std::vector<double> PlainLoopAll(absl::Span<const float> v);
 
 }  // namespace bench
 }  // namespace tensorkeep

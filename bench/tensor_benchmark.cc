@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/plain_loops.h"
 #include "benchmark/benchmark.h"
 #include "tensor/dtype.h"
 #include "tensor/histogram.h"
@@ -98,21 +99,7 @@ BENCHMARK(BM_Reduce_minmax_f32);
 // Baseline for mean and std: one pass with sums shifted by the first element.
 void BM_PlainLoopMeanStd_f32(benchmark::State& state) {
   const std::vector<float>& data = Floats();
-  for (auto _ : state) {
-    const double shift = data[0];
-    double sum = 0, shifted = 0, shifted_sq = 0;
-    for (float v : data) {
-      sum += v;
-      const double d = v - shift;
-      shifted += d;
-      shifted_sq += d * d;
-    }
-    const double n = static_cast<double>(data.size());
-    double mean = sum / n;
-    double std = std::sqrt((shifted_sq - shifted * shifted / n) / n);
-    benchmark::DoNotOptimize(mean);
-    benchmark::DoNotOptimize(std);
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(bench::PlainLoopMeanStd(data));
   SetCounters(state);
 }
 BENCHMARK(BM_PlainLoopMeanStd_f32);
@@ -126,52 +113,7 @@ BENCHMARK(BM_Reduce_mean_std_f32);
 // computing every accumulator they need.
 void BM_PlainLoopAll_f32(benchmark::State& state) {
   const std::vector<float>& data = Floats();
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  for (auto _ : state) {
-    const double shift = data[0];
-    const double abs_shift = std::fabs(shift);
-    double min = kInf, max = -kInf, abs_min = kInf, abs_max = -kInf;
-    double sum = 0, abs_sum = 0, sum_sq = 0, prod = 1;
-    double shifted = 0, shifted_sq = 0, abs_shifted = 0, abs_shifted_sq = 0;
-    for (float f : data) {
-      const double v = f;
-      const double a = std::fabs(v);
-      min = std::min(min, v);
-      max = std::max(max, v);
-      abs_min = std::min(abs_min, a);
-      abs_max = std::max(abs_max, a);
-      sum += v;
-      abs_sum += a;
-      sum_sq += v * v;
-      prod *= v;
-      const double d = v - shift;
-      shifted += d;
-      shifted_sq += d * d;
-      const double ad = a - abs_shift;
-      abs_shifted += ad;
-      abs_shifted_sq += ad * ad;
-    }
-    const double n = static_cast<double>(data.size());
-    double results[18] = {min,
-                          max,
-                          sum / n,
-                          std::sqrt((shifted_sq - shifted * shifted / n) / n),
-                          (shifted_sq - shifted * shifted / n) / n,
-                          sum,
-                          prod,
-                          abs_sum,
-                          std::sqrt(sum_sq),
-                          abs_min,
-                          abs_max,
-                          abs_sum / n,
-                          std::sqrt((abs_shifted_sq - abs_shifted * abs_shifted / n) / n),
-                          (abs_shifted_sq - abs_shifted * abs_shifted / n) / n,
-                          abs_sum,
-                          std::fabs(prod),
-                          abs_sum,
-                          std::sqrt(sum_sq)};
-    benchmark::DoNotOptimize(results);
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(bench::PlainLoopAll(data));
   SetCounters(state);
 }
 BENCHMARK(BM_PlainLoopAll_f32);
