@@ -210,9 +210,17 @@ absl::StatusOr<v1::TensorRecord> Collector::ReadMeta(const Trial& trial, const s
 absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial,
                                                       const std::string& tensor,
                                                       const Trial::Located& where) const {
+  TK_ASSIGN_OR_RETURN(v1::TensorRecord meta, ReadMeta(trial, tensor, where));
+  return ReadValue(trial, tensor, where, std::move(meta));
+}
+
+absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial,
+                                                      const std::string& tensor,
+                                                      const Trial::Located& where,
+                                                      v1::TensorRecord meta) const {
   Value out;
   out.where = where;
-  TK_ASSIGN_OR_RETURN(out.meta, ReadMeta(trial, tensor, where));
+  out.meta = std::move(meta);
   if (!out.meta.has_value()) {
     return MakeError(Reason::kTensorUnavailableForStep,
                      absl::StrCat("tensor '", tensor, "' at step ", where.global_step,
@@ -281,7 +289,7 @@ absl::StatusOr<v1::ReductionsResponse> Collector::Reductions(
                                   " of tensor '", tensor, "' at step ", where.global_step,
                                   " was not saved, and neither was the raw tensor"));
   }
-  TK_ASSIGN_OR_RETURN(Value value, ReadValue(*trial, tensor, where));
+  TK_ASSIGN_OR_RETURN(Value value, ReadValue(*trial, tensor, where, std::move(meta)));
   TK_ASSIGN_OR_RETURN(std::vector<double> computed,
                       ComputeReductions(static_cast<DType>(value.meta.dtype()),
                                         absl::Span<const char>(value.data.data(), value.data.size()),

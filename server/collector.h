@@ -65,6 +65,10 @@ class Collector {
   };
   absl::StatusOr<Value> ReadValue(const Trial& trial, const std::string& tensor,
                                   const Trial::Located& where) const;
+  // The same when the record's metadata (from ReadMeta) is at hand: reads
+  // only the value.
+  absl::StatusOr<Value> ReadValue(const Trial& trial, const std::string& tensor,
+                                  const Trial::Located& where, v1::TensorRecord meta) const;
   absl::StatusOr<v1::TensorRecord> ReadMeta(const Trial& trial, const std::string& tensor,
                                             const Trial::Located& where) const;
   absl::StatusOr<v1::ReductionsResponse> Reductions(const v1::ReductionsRequest& request) const;
