@@ -1,5 +1,5 @@
 // Micro-benchmarks of the per-record work on the ingest path: key encoding
-// (storage/keys.h) and record framing (a RecordBatch of the Push stream,
+// (storage/keys.h), record blocks (storage/record_block.h) and record framing (a RecordBatch of the Push stream,
 // serialized by the writer and parsed by the collector).
 //
 // Baselines in the same run: BM_KeyBaseline_* builds a string of the same
@@ -16,6 +16,7 @@
 #include "google/protobuf/arena.h"
 #include "proto/tensorkeep.pb.h"
 #include "storage/keys.h"
+#include "storage/record_block.h"
 
 namespace tensorkeep {
 namespace {
@@ -34,15 +35,52 @@ void BM_ValueKey(benchmark::State& state) {
 }
 BENCHMARK(BM_ValueKey);
 
-void BM_TensorKey(benchmark::State& state) {
+void BM_BlockKey(benchmark::State& state) {
   uint64_t step = 0;
   for (auto _ : state) {
-    std::string key = TensorKey(kTrial, kName, step++, kWorker);
+    std::string key = BlockKey(kTrial, step, kWorker, step);
+    ++step;
     benchmark::DoNotOptimize(key);
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_TensorKey);
+BENCHMARK(BM_BlockKey);
+
+// A record block of `range(0)` scalar records: building it, and finding one
+// record in it (what reading one small value costs beyond LevelDB's Get).
+std::vector<std::string> ScalarNames(int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.push_back("layer" + std::to_string(1000 + i) + "/loss");
+  return names;
+}
+
+void BM_RecordBlockBuild(benchmark::State& state) {
+  const auto names = ScalarNames(static_cast<int>(state.range(0)));
+  const std::string meta(12, '\x01'), data(8, '\x02');
+  for (auto _ : state) {
+    RecordBlockBuilder b;
+    for (const auto& name : names) b.Add(name, meta, data);
+    std::string block = b.Finish();
+    benchmark::DoNotOptimize(block);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_RecordBlockBuild)->Arg(100);
+
+void BM_RecordBlockFind(benchmark::State& state) {
+  const auto names = ScalarNames(static_cast<int>(state.range(0)));
+  RecordBlockBuilder b;
+  for (const auto& name : names) b.Add(name, std::string(12, '\x01'), std::string(8, '\x02'));
+  const std::string bytes = b.Finish();
+  size_t i = 0;
+  for (auto _ : state) {
+    auto block = RecordBlock::Parse(bytes);
+    auto entry = block->Find(names[i++ % names.size()]);
+    benchmark::DoNotOptimize(entry);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RecordBlockFind)->Arg(100);
 
 // Baseline: a string of the same length by plain appends.
 void BM_KeyBaseline_Append(benchmark::State& state) {

@@ -6,9 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
+#include "server/stored_record.h"
 #include "server/validation.h"
 #include "spdlog/spdlog.h"
 #include "storage/keys.h"
+#include "storage/record_block.h"
 #include "tensor/dtype.h"
 #include "tensor/histogram.h"
 #include "tensor/reductions.h"
@@ -86,34 +88,55 @@ absl::Status Collector::Recover() {
     return it == trials_.end() ? nullptr : it->second.get();
   };
 
-  uint64_t records = 0;
+  uint64_t records = 0, max_block_id = 0;
   TK_RETURN_IF_ERROR(
-      store_->Scan(FamilyPrefix(KeyFamily::kTensor), [&](std::string_view k, std::string_view v) {
+      store_->Scan(FamilyPrefix(KeyFamily::kBlock), [&](std::string_view k, std::string_view v) {
         KeyReader r(k);
         KeyFamily f;
-        std::string_view trial, name, worker;
-        uint64_t step;
-        v1::TensorRecord meta;
-        if (!r.Family(&f) || !r.Str(&trial) || !r.U64(&step) || !r.Str(&worker) ||
-            !r.Str(&name) || !meta.ParseFromArray(v.data(), v.size())) {
-          return corrupt("tensor index");
+        std::string_view trial, worker;
+        uint64_t step, id;
+        if (!r.Family(&f) || !r.Str(&trial) || !r.U64(&step) || !r.Str(&worker) || !r.U64(&id)) {
+          return corrupt("record block key");
         }
         Trial* t = trial_of(trial);
-        if (t == nullptr) return corrupt("tensor index (unknown trial)");
+        if (t == nullptr) return corrupt("record block (unknown trial)");
+        auto block = RecordBlock::Parse(v);
+        if (!block.ok()) {
+          bad = block.status();
+          return false;
+        }
         TrialUpdate u;
         u.worker = std::string(worker);
-        IndexedRecord rec;
-        rec.name = std::string(name);
-        rec.step = step;
-        rec.mode = meta.mode();
-        rec.mode_step = meta.mode_step();
-        rec.collections.assign(meta.collections().begin(), meta.collections().end());
-        u.records.push_back(std::move(rec));
+        u.records.reserve(block->size());
+        for (size_t i = 0; i < block->size(); ++i) {
+          const RecordBlock::Entry e = block->at(i);
+          auto meta = DecodeRecordMeta(e, step);
+          if (!meta.ok()) {
+            bad = meta.status();
+            return false;
+          }
+          IndexedRecord rec;
+          rec.name = std::move(*meta->mutable_name());
+          rec.step = step;
+          rec.mode = meta->mode();
+          rec.mode_step = meta->mode_step();
+          rec.collections.assign(std::make_move_iterator(meta->mutable_collections()->begin()),
+                                 std::make_move_iterator(meta->mutable_collections()->end()));
+          u.records.push_back(std::move(rec));
+        }
+        u.blocks.push_back(BlockRef{step, id, std::string(block->at(0).name),
+                                    std::string(block->at(block->size() - 1).name)});
         t->ApplyQuietly(u);
-        if (++records % 1000000 == 0) spdlog::info("recovery: {} tensor records indexed", records);
+        max_block_id = std::max(max_block_id, id);
+        const uint64_t before = records;
+        records += block->size();
+        if (records / 1000000 != before / 1000000) {
+          spdlog::info("recovery: {} tensor records indexed", records);
+        }
         return true;
       }));
   TK_RETURN_IF_ERROR(bad);
+  next_block_id_ = max_block_id + 1;
 
   TK_RETURN_IF_ERROR(
       store_->Scan(FamilyPrefix(KeyFamily::kWorker), [&](std::string_view k, std::string_view v) {
@@ -192,48 +215,76 @@ std::vector<std::shared_ptr<Trial>> Collector::Trials() const {
   return out;
 }
 
-absl::StatusOr<v1::TensorRecord> Collector::ReadMeta(const Trial& trial, const std::string& tensor,
-                                                     const Trial::Located& where) const {
-  TK_ASSIGN_OR_RETURN(auto raw,
-                      store_->Get(TensorKey(trial.name(), tensor, where.global_step, where.worker)));
-  if (!raw.has_value()) {
-    return absl::InternalError(absl::StrCat("index entry of tensor '", tensor, "' at step ",
-                                            where.global_step, " is missing from the store"));
+absl::StatusOr<std::optional<Collector::Value>> Collector::FindRecord(
+    const Trial& trial, uint64_t step, const std::string& worker,
+    const std::string& tensor) const {
+  for (uint64_t id : trial.BlocksFor(step, worker, tensor)) {
+    TK_ASSIGN_OR_RETURN(auto bytes, store_->Get(BlockKey(trial.name(), step, worker, id)));
+    if (!bytes.has_value()) {
+      return absl::InternalError(absl::StrCat("record block ", id, " of step ", step,
+                                              " is missing from the store"));
+    }
+    TK_ASSIGN_OR_RETURN(RecordBlock block, RecordBlock::Parse(*bytes));
+    auto entry = block.Find(tensor);
+    if (!entry.has_value()) continue;
+    Value out;
+    out.where.global_step = step;
+    out.where.worker = worker;
+    TK_ASSIGN_OR_RETURN(out.meta, DecodeRecordMeta(*entry, step));
+    out.where.info = StepInfo{out.meta.mode(), out.meta.mode_step()};
+    if (StoresInline(out.meta)) {
+      out.data.assign(entry->data.data(), entry->data.size());
+      out.data_loaded = out.meta.has_value();
+    }
+    return out;
   }
-  v1::TensorRecord meta;
-  if (!meta.ParseFromString(*raw)) {
-    return absl::DataLossError(absl::StrCat("corrupt index entry of tensor '", tensor, "'"));
+  return std::nullopt;
+}
+
+absl::StatusOr<Collector::Value> Collector::ReadRecord(const Trial& trial,
+                                                       const std::string& tensor,
+                                                       const Trial::Located& where) const {
+  TK_ASSIGN_OR_RETURN(auto found, FindRecord(trial, where.global_step, where.worker, tensor));
+  if (!found.has_value()) {
+    return absl::InternalError(absl::StrCat("tensor '", tensor, "' at step ", where.global_step,
+                                            " is indexed but missing from the store"));
   }
-  return meta;
+  found->where = where;
+  return std::move(*found);
+}
+
+absl::Status Collector::LoadValue(const Trial& trial, Value* value) const {
+  const std::string& tensor = value->meta.name();
+  const uint64_t step = value->where.global_step;
+  if (!value->meta.has_value()) {
+    return MakeError(Reason::kTensorUnavailableForStep,
+                     absl::StrCat("tensor '", tensor, "' at step ", step,
+                                  " was saved as reductions only (no raw value)"));
+  }
+  if (!value->data_loaded) {
+    TK_ASSIGN_OR_RETURN(auto data,
+                        store_->Get(ValueKey(trial.name(), step, value->where.worker, tensor)));
+    if (!data.has_value()) {
+      return absl::DataLossError(
+          absl::StrCat("value of tensor '", tensor, "' at step ", step, " is missing"));
+    }
+    value->data = std::move(*data);
+    value->data_loaded = true;
+  }
+  if (value->data.size() != value->meta.value_size()) {
+    return absl::DataLossError(absl::StrCat("value of tensor '", tensor, "' at step ", step,
+                                            " is truncated: ", value->data.size(), " of ",
+                                            value->meta.value_size(), " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial,
                                                       const std::string& tensor,
                                                       const Trial::Located& where) const {
-  TK_ASSIGN_OR_RETURN(v1::TensorRecord meta, ReadMeta(trial, tensor, where));
-  return ReadValue(trial, tensor, where, std::move(meta));
-}
-
-absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial,
-                                                      const std::string& tensor,
-                                                      const Trial::Located& where,
-                                                      v1::TensorRecord meta) const {
-  Value out;
-  out.where = where;
-  out.meta = std::move(meta);
-  if (!out.meta.has_value()) {
-    return MakeError(Reason::kTensorUnavailableForStep,
-                     absl::StrCat("tensor '", tensor, "' at step ", where.global_step,
-                                  " was saved as reductions only (no raw value)"));
-  }
-  TK_ASSIGN_OR_RETURN(auto data,
-                      store_->Get(ValueKey(trial.name(), where.global_step, where.worker, tensor)));
-  if (!data.has_value() || data->size() != out.meta.value_size()) {
-    return absl::DataLossError(absl::StrCat("value of tensor '", tensor, "' at step ",
-                                            where.global_step, " is missing or truncated"));
-  }
-  out.data = std::move(*data);
-  return out;
+  TK_ASSIGN_OR_RETURN(Value value, ReadRecord(trial, tensor, where));
+  TK_RETURN_IF_ERROR(LoadValue(trial, &value));
+  return value;
 }
 
 namespace {
@@ -253,7 +304,8 @@ absl::StatusOr<v1::ReductionsResponse> Collector::Reductions(
   TK_ASSIGN_OR_RETURN(auto located, LocateRequest(*this, request.tensor()));
   const auto& [trial, where] = located;
   const std::string& tensor = request.tensor().tensor();
-  TK_ASSIGN_OR_RETURN(v1::TensorRecord meta, ReadMeta(*trial, tensor, where));
+  TK_ASSIGN_OR_RETURN(Value value, ReadRecord(*trial, tensor, where));
+  const v1::TensorRecord& meta = value.meta;
   v1::ReductionsResponse out;
   if (request.saved_only()) {
     *out.mutable_reductions() = meta.reductions();
@@ -289,7 +341,7 @@ absl::StatusOr<v1::ReductionsResponse> Collector::Reductions(
                                   " of tensor '", tensor, "' at step ", where.global_step,
                                   " was not saved, and neither was the raw tensor"));
   }
-  TK_ASSIGN_OR_RETURN(Value value, ReadValue(*trial, tensor, where, std::move(meta)));
+  TK_RETURN_IF_ERROR(LoadValue(*trial, &value));
   TK_ASSIGN_OR_RETURN(std::vector<double> computed,
                       ComputeReductions(static_cast<DType>(value.meta.dtype()),
                                         absl::Span<const char>(value.data.data(), value.data.size()),

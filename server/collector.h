@@ -9,7 +9,9 @@
 #ifndef TENSORKEEP_SERVER_COLLECTOR_H_
 #define TENSORKEEP_SERVER_COLLECTOR_H_
 
+#include <atomic>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,21 +58,30 @@ class Collector {
 
   // ---- Operations that touch the store (the rest are Trial's). ----
 
-  // A saved value: the record's metadata (TensorRecord without data) and its
-  // raw bytes.
+  // A saved record: its metadata (TensorRecord without data) and its raw
+  // bytes once loaded.
   struct Value {
     Trial::Located where;
     v1::TensorRecord meta;
     std::string data;
+    bool data_loaded = false;  // `data` holds the value (always for small values)
   };
+  // The record of `tensor` at (step, worker) as stored, newest write first;
+  // std::nullopt when the index knows no block holding it.
+  absl::StatusOr<std::optional<Value>> FindRecord(const Trial& trial, uint64_t step,
+                                                  const std::string& worker,
+                                                  const std::string& tensor) const;
+  // The record at a located place (its bytes loaded only when small).
+  absl::StatusOr<Value> ReadRecord(const Trial& trial, const std::string& tensor,
+                                   const Trial::Located& where) const;
+  // Loads the bytes of a record read by ReadRecord; TensorUnavailableForStep
+  // when only reductions were saved.
+  absl::Status LoadValue(const Trial& trial, Value* value) const;
+  // ReadRecord + LoadValue.
   absl::StatusOr<Value> ReadValue(const Trial& trial, const std::string& tensor,
                                   const Trial::Located& where) const;
-  // The same when the record's metadata (from ReadMeta) is at hand: reads
-  // only the value.
-  absl::StatusOr<Value> ReadValue(const Trial& trial, const std::string& tensor,
-                                  const Trial::Located& where, v1::TensorRecord meta) const;
-  absl::StatusOr<v1::TensorRecord> ReadMeta(const Trial& trial, const std::string& tensor,
-                                            const Trial::Located& where) const;
+  // A new record block id (unique in the database, increasing).
+  uint64_t NewBlockId() { return next_block_id_.fetch_add(1, std::memory_order_relaxed); }
   absl::StatusOr<v1::ReductionsResponse> Reductions(const v1::ReductionsRequest& request) const;
   absl::StatusOr<v1::HistogramResponse> Histogram(const v1::HistogramRequest& request) const;
 
@@ -95,6 +106,7 @@ class Collector {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Trial>> trials_ ABSL_GUARDED_BY(mu_);
 
+  std::atomic<uint64_t> next_block_id_{1};
   std::unique_ptr<Committer> committer_;
 };
 

@@ -88,6 +88,10 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
     if (pos == ws.end() || *pos != w) ws.insert(pos, w);
     for (const std::string& c : r.collections) collections_[c].insert(r.name);
   }
+  for (const BlockRef& b : update.blocks) {
+    blocks_[b.step].push_back(
+        StoredBlock{static_cast<uint16_t>(wid), b.id, b.first_name, b.last_name});
+  }
   if (wid >= 0 && update.committed_through != StepTracker::kNone) {
     tracker_.Commit(wid, update.committed_through);
   }
@@ -102,6 +106,20 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
                                   rs.message().empty() ? "" : ": ", rs.message());
     }
   }
+}
+
+std::vector<uint64_t> Trial::BlocksFor(uint64_t step, const std::string& worker,
+                                       const std::string& tensor) const {
+  std::vector<uint64_t> ids;
+  absl::ReaderMutexLock lock(&mu_);
+  const int wid = FindWorkerLocked(worker);
+  auto it = blocks_.find(step);
+  if (wid < 0 || it == blocks_.end()) return ids;
+  for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) {
+    if (b->worker == wid && b->first_name <= tensor && tensor <= b->last_name) ids.push_back(b->id);
+  }
+  std::sort(ids.begin(), ids.end(), std::greater<uint64_t>());
+  return ids;
 }
 
 int64_t Trial::CommittedThrough(const std::string& worker) const {

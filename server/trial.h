@@ -56,11 +56,20 @@ struct IndexedRecord {
   std::vector<std::string> collections;
 };
 
+// A stored record block (storage/record_block.h) of one step and worker:
+// where to look for a record without reading the others.
+struct BlockRef {
+  uint64_t step = 0;
+  uint64_t id = 0;
+  std::string first_name, last_name;  // the block's name range
+};
+
 // What one durable batch changed in a trial.
 struct TrialUpdate {
   std::string worker;            // empty for trial-level updates
   uint32_t num_workers = 0;      // declared by the writer; 0: no declaration
   std::vector<IndexedRecord> records;
+  std::vector<BlockRef> blocks;  // the blocks holding `records`
   int64_t committed_through = StepTracker::kNone;  // kNone: unchanged
   bool finished = false;         // the worker closed with end-of-training
   bool end_trial = false;
@@ -143,6 +152,11 @@ class Trial {
   absl::StatusOr<std::vector<uint64_t>> PrevSteps(const std::string& tensor, uint64_t step,
                                                   uint32_t n, int mode) const;
 
+  // The ids of the blocks of (step, worker) whose name range holds `tensor`,
+  // newest first: the record is in the first of them that has it.
+  std::vector<uint64_t> BlocksFor(uint64_t step, const std::string& worker,
+                                  const std::string& tensor) const;
+
   // Complete steps with global step >= from, in order, at most `limit`.
   std::vector<std::pair<uint64_t, StepInfo>> CompleteStepsFrom(uint64_t from, size_t limit) const;
   // The highest saved global step (-1 if none).
@@ -158,6 +172,11 @@ class Trial {
   using WorkerSet = absl::InlinedVector<uint16_t, 2>;
   struct TensorEntry {
     absl::btree_map<uint64_t, WorkerSet> steps;  // global step -> workers
+  };
+  struct StoredBlock {
+    uint16_t worker;
+    uint64_t id;
+    std::string first_name, last_name;
   };
 
   void ApplyLocked(const TrialUpdate& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -181,6 +200,8 @@ class Trial {
   std::vector<std::string> worker_names_ ABSL_GUARDED_BY(mu_);  // by id
   absl::flat_hash_map<std::string, int> worker_ids_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TensorEntry> tensors_ ABSL_GUARDED_BY(mu_);
+  // global step -> its blocks, in the order written (ids increase).
+  absl::flat_hash_map<uint64_t, absl::InlinedVector<StoredBlock, 1>> blocks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<std::string>> collections_ ABSL_GUARDED_BY(mu_);
   StepTracker tracker_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::RuleStatus> rules_ ABSL_GUARDED_BY(mu_);

@@ -1,13 +1,14 @@
 #include "server/write_session.h"
 
 #include <algorithm>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
+#include "server/stored_record.h"
 #include "server/validation.h"
 #include "storage/keys.h"
+#include "storage/record_block.h"
 #include "tensor/dtype.h"
 #include "tensor/reductions.h"
 
@@ -15,22 +16,6 @@ namespace tensorkeep {
 namespace {
 
 absl::Status Bad(absl::string_view message) { return MakeError(Reason::kBadRequest, message); }
-
-// The record's metadata as stored in the tensor index: everything but data.
-v1::TensorRecord IndexEntry(const v1::TensorRecord& record) {
-  v1::TensorRecord meta;
-  meta.set_name(record.name());
-  meta.set_step(record.step());
-  meta.set_mode(record.mode());
-  meta.set_mode_step(record.mode_step());
-  meta.set_dtype(record.dtype());
-  *meta.mutable_shape() = record.shape();
-  meta.set_value_size(record.has_value() ? record.value_size() : 0);
-  meta.set_has_value(record.has_value());
-  *meta.mutable_reductions() = record.reductions();
-  *meta.mutable_collections() = record.collections();
-  return meta;
-}
 
 }  // namespace
 
@@ -132,8 +117,13 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
 
 absl::Status WriteSession::ValidateRecord(const v1::TensorRecord& r, bool complete) const {
   TK_RETURN_IF_ERROR(ValidateTensorName(r.name()));
-  TK_RETURN_IF_ERROR(ValidateStep(r.step(), absl::StrCat("step of tensor '", r.name(), "'")));
-  TK_RETURN_IF_ERROR(ValidateStep(r.mode_step(), absl::StrCat("mode step of tensor '", r.name(), "'")));
+  // (The messages are built only on failure: this runs for every record.)
+  if (!ValidateStep(r.step(), "").ok()) {
+    return ValidateStep(r.step(), absl::StrCat("step of tensor '", r.name(), "'"));
+  }
+  if (!ValidateStep(r.mode_step(), "").ok()) {
+    return ValidateStep(r.mode_step(), absl::StrCat("mode step of tensor '", r.name(), "'"));
+  }
   TK_RETURN_IF_ERROR(ValidateMode(r.mode(), /*allow_unspecified=*/false));
   for (const auto& c : r.collections()) TK_RETURN_IF_ERROR(ValidateCollectionName(c));
   for (const auto& red : r.reductions()) {
@@ -182,7 +172,7 @@ absl::Status WriteSession::ValidateRecord(const v1::TensorRecord& r, bool comple
   return absl::OkStatus();
 }
 
-absl::Status WriteSession::CheckCommitted(const v1::TensorRecord& r, bool* skip) const {
+absl::Status WriteSession::CheckCommitted(v1::TensorRecord& r, bool* skip) const {
   *skip = false;
   const auto conflict = [&](absl::string_view why) {
     return MakeError(Reason::kConflict,
@@ -191,13 +181,15 @@ absl::Status WriteSession::CheckCommitted(const v1::TensorRecord& r, bool* skip)
                                   "); tensor '", r.name(), "' ", why,
                                   ": a worker may not go back to a step it committed"));
   };
-  TensorStore* store = collector_->store();
-  TK_ASSIGN_OR_RETURN(auto meta, store->Get(TensorKey(trial_->name(), r.name(), r.step(), worker_)));
-  if (!meta.has_value()) return conflict("was not saved at that step");
-  if (*meta != IndexEntry(r).SerializeAsString()) return conflict("differs from what is stored");
+  TK_ASSIGN_OR_RETURN(auto stored, collector_->FindRecord(*trial_, r.step(), worker_, r.name()));
+  if (!stored.has_value()) return conflict("was not saved at that step");
+  v1::TensorRecord& meta = stored->meta;
+  if (EncodeRecordMeta(meta) != EncodeRecordMeta(r)) {
+    return conflict("differs from what is stored");
+  }
   if (r.has_value()) {
-    TK_ASSIGN_OR_RETURN(auto value, store->Get(ValueKey(trial_->name(), r.step(), worker_, r.name())));
-    if (!value.has_value() || *value != r.data()) return conflict("differs from what is stored");
+    TK_RETURN_IF_ERROR(collector_->LoadValue(*trial_, &*stored));
+    if (stored->data != r.data()) return conflict("differs from what is stored");
   }
   *skip = true;  // an identical resend: nothing to do
   return absl::OkStatus();
@@ -206,8 +198,9 @@ absl::Status WriteSession::CheckCommitted(const v1::TensorRecord& r, bool* skip)
 absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatch& batch) {
   const int n = batch.records_size();
   if (n == 0) return Outcome{};
+  auto& records = *batch.mutable_records();
   // value_size 0 with data: the whole value is in this message.
-  for (auto& r : *batch.mutable_records()) {
+  for (auto& r : records) {
     if (r.has_value() && r.value_size() == 0) r.set_value_size(r.data().size());
   }
   // A last record whose bytes are still to come waits for its chunks.
@@ -223,60 +216,102 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatc
 
   // Check the whole message against committed steps and step modes before
   // encoding anything, so that a bad message leaves no trace.
+  //
+  // Which records rewrite a committed step depends on the message order (a
+  // record of a higher step commits the steps before it).
   int64_t current = current_step_;
   int64_t committed = committed_;
   std::vector<bool> skip(n, false);
-  std::map<uint64_t, StepInfo> step_modes;
-  std::set<std::pair<uint64_t, std::string>> seen;
+  std::vector<int> old;  // records of steps committed when they arrive
   for (int i = 0; i < n; ++i) {
-    const v1::TensorRecord& r = batch.records(i);
-    const int64_t step = static_cast<int64_t>(r.step());
-    if (!seen.emplace(r.step(), r.name()).second) {
-      return Bad(absl::StrCat("tensor '", r.name(), "' appears twice for step ", r.step(),
-                              " in one message"));
-    }
+    const int64_t step = static_cast<int64_t>(records[i].step());
     if (step <= committed) {
-      bool s = false;
-      TK_RETURN_IF_ERROR(CheckCommitted(r, &s));
-      skip[i] = s;
-      continue;
-    }
-    if (step > current) {
+      old.push_back(i);
+    } else if (step > current) {
       if (current >= 0) committed = std::max(committed, step - 1);
       current = step;
     }
-    const StepInfo info{r.mode(), r.mode_step()};
-    auto known = trial_->GetStep(r.step());
-    auto local = step_modes.emplace(r.step(), info).first->second;
-    for (const std::optional<StepInfo>& other : {known, std::optional<StepInfo>(local)}) {
-      if (other.has_value() && (other->mode != info.mode || other->mode_step != info.mode_step)) {
-        return MakeError(Reason::kConflict,
-                         absl::StrCat("step ", r.step(), " of trial '", trial_->name(), "' is ",
-                                      ModeName(other->mode), " step ", other->mode_step,
-                                      "; tensor '", r.name(), "' says ", ModeName(info.mode),
-                                      " step ", info.mode_step));
+  }
+  // The records sorted by (step, name): duplicates are neighbours, each step
+  // is a run (one mode check and one block group per step).
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto& ra = records[a];
+    const auto& rb = records[b];
+    if (ra.step() != rb.step()) return ra.step() < rb.step();
+    return ra.name() < rb.name();
+  });
+  for (int k = 0; k < n;) {
+    const v1::TensorRecord& first = records[order[k]];
+    const StepInfo info{first.mode(), first.mode_step()};
+    const auto mismatch = [&](const StepInfo& other, const v1::TensorRecord& r) {
+      return MakeError(Reason::kConflict,
+                       absl::StrCat("step ", r.step(), " of trial '", trial_->name(), "' is ",
+                                    ModeName(other.mode), " step ", other.mode_step, "; tensor '",
+                                    r.name(), "' says ", ModeName(r.mode()), " step ",
+                                    r.mode_step()));
+    };
+    int end = k + 1;
+    for (; end < n && records[order[end]].step() == first.step(); ++end) {
+      const v1::TensorRecord& r = records[order[end]];
+      if (r.name() == records[order[end - 1]].name()) {
+        return Bad(absl::StrCat("tensor '", r.name(), "' appears twice for step ", r.step(),
+                                " in one message"));
       }
+      if (r.mode() != info.mode || r.mode_step() != info.mode_step) return mismatch(info, r);
     }
+    auto known = trial_->GetStep(first.step());
+    if (known.has_value() && (known->mode != info.mode || known->mode_step != info.mode_step)) {
+      return mismatch(*known, first);
+    }
+    k = end;
+  }
+  for (int i : old) {
+    bool s = false;
+    TK_RETURN_IF_ERROR(CheckCommitted(records[i], &s));
+    skip[i] = s;
   }
 
   Outcome out;
   out.write = NewWrite();
   PendingWrite& w = *out.write;
   w.batch = collector_->store()->NewBatch();
-  for (int i = 0; i < n; ++i) {
+  w.update.records.reserve(n);
+  RecordBlockBuilder block;
+  BlockRef ref;
+  const auto flush = [&]() {
+    if (block.count() == 0) return;
+    ref.id = collector_->NewBlockId();
+    w.batch->Put(BlockKey(trial_->name(), ref.step, worker_, ref.id), block.Finish());
+    w.update.blocks.push_back(std::move(ref));
+    ref = BlockRef{};
+  };
+  for (int k = 0; k < n; ++k) {
+    const int i = order[k];
     if (skip[i]) continue;
-    v1::TensorRecord& r = *batch.mutable_records(i);
-    w.batch->Put(TensorKey(trial_->name(), r.name(), r.step(), worker_),
-                 IndexEntry(r).SerializeAsString());
-    if (r.has_value()) w.batch->Put(ValueKey(trial_->name(), r.step(), worker_, r.name()), r.data());
+    v1::TensorRecord& r = records[i];
+    if (block.count() > 0 && (r.step() != ref.step || block.size_bytes() >= kBlockTargetBytes)) {
+      flush();
+    }
+    if (block.count() == 0) {
+      ref.step = r.step();
+      ref.first_name = r.name();
+    }
+    ref.last_name = r.name();
+    const bool inline_value = StoresInline(r);
+    if (!inline_value) w.batch->Put(ValueKey(trial_->name(), r.step(), worker_, r.name()), r.data());
+    block.Add(r.name(), EncodeRecordMeta(r), inline_value ? std::string_view(r.data()) : "");
     IndexedRecord rec;
-    rec.name = r.name();
+    rec.name = std::move(*r.mutable_name());
     rec.step = r.step();
     rec.mode = r.mode();
     rec.mode_step = r.mode_step();
-    rec.collections.assign(r.collections().begin(), r.collections().end());
+    rec.collections.assign(std::make_move_iterator(r.mutable_collections()->begin()),
+                           std::make_move_iterator(r.mutable_collections()->end()));
     w.update.records.push_back(std::move(rec));
   }
+  flush();
   if (committed > committed_) w.update.committed_through = committed;
   current_step_ = current;
   committed_ = committed;

@@ -4,8 +4,8 @@
 // dtypes, shapes, sizes and modes, chunk continuity, no rewriting of steps
 // this worker already committed unless byte-for-byte identical, which makes
 // a writer's resend after a reconnect harmless), encodes the records of a
-// good message into one batch (value and index entries together, so a crash
-// leaves both or neither), and returns it as a PendingWrite. A bad message
+// good message into one batch (record blocks and large values together, so
+// a crash leaves all or nothing; layout in server/stored_record.h), and returns it as a PendingWrite. A bad message
 // yields an error and nothing from it is written.
 //
 // Thread safety: none; one stream uses it from one thread at a time.
@@ -46,7 +46,7 @@ class WriteSession {
   absl::StatusOr<Outcome> HandleRecords(v1::RecordBatch& batch);
   absl::Status ValidateRecord(const v1::TensorRecord& record, bool complete) const;
   // OK and *skip when the record repeats what is stored for a committed step.
-  absl::Status CheckCommitted(const v1::TensorRecord& record, bool* skip) const;
+  absl::Status CheckCommitted(v1::TensorRecord& record, bool* skip) const;
   PendingWrite NewWrite() const;
 
   Collector* const collector_;

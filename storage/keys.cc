@@ -55,9 +55,9 @@ std::string TrialKey(std::string_view trial) {
 std::string WorkerKey(std::string_view trial, std::string_view worker) {
   return KeyBuilder(KeyFamily::kWorker).Str(trial).Str(worker).Take();
 }
-std::string TensorKey(std::string_view trial, std::string_view name, uint64_t step,
-                      std::string_view worker) {
-  return KeyBuilder(KeyFamily::kTensor).Str(trial).U64(step).Str(worker).Str(name).Take();
+std::string BlockKey(std::string_view trial, uint64_t step, std::string_view worker,
+                     uint64_t block_id) {
+  return KeyBuilder(KeyFamily::kBlock).Str(trial).U64(step).Str(worker).U64(block_id).Take();
 }
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      std::string_view name) {

@@ -7,16 +7,20 @@
 //
 //   kTrial      trial                          -> TrialMeta
 //   kWorker     trial, worker                  -> WorkerMeta (commits, close)
-//   kTensor     trial, step, worker, name      -> TensorRecord without data
-//   kValue      trial, step, worker, name      -> raw little-endian bytes
+//   kBlock      trial, step, worker, block id  -> RecordBlock (storage/record_block.h):
+//                                                the metadata of several records,
+//                                                and the bytes of the small ones
+//   kValue      trial, step, worker, name      -> raw little-endian bytes of a
+//                                                value too large for its block
 //   kRule       trial, rule                    -> RuleStatus
 //
-// Values and index entries are step-major (global step before worker and
-// name) so that concurrent writers append near one another, which keeps
-// LevelDB near its sequential speed (name-major index entries measured 1.5-2x
-// slower for small records: every insert landed at a random place of the
-// memtable). The kTensor entries rebuild the in-memory index at start-up
-// without reading any value.
+// Blocks and values are step-major (global step before worker and name) so
+// that concurrent writers append near one another, which keeps LevelDB near
+// its sequential speed (name-major keys measured 1.5-2x slower for small
+// records: every insert landed at a random place of the memtable). Block ids
+// are unique in the database and increase with time, so that the newest
+// block wins when a record was written twice. The blocks rebuild the
+// in-memory index at start-up without reading any large value.
 #ifndef TENSORKEEP_STORAGE_KEYS_H_
 #define TENSORKEEP_STORAGE_KEYS_H_
 
@@ -29,16 +33,16 @@ namespace tensorkeep {
 enum class KeyFamily : uint8_t {
   kFormat = 0,  // one key: the storage format version (kStorageFormat)
   kTrial = 1,
-  // 2 and 6 are unused: steps and collections are rebuilt from kTensor.
+  // 2, 4 and 6 were used by earlier storage formats.
   kWorker = 3,
-  kTensor = 4,
   kValue = 5,
   kRule = 7,
+  kBlock = 8,
 };
 
 // The version of this key schema and its values, stored under FormatKey().
 // A server refuses a database of another version instead of misreading it.
-inline constexpr char kStorageFormat[] = "tensorkeep-storage-2";
+inline constexpr char kStorageFormat[] = "tensorkeep-storage-3";
 
 // Longest string a key component may hold (the length prefix is 2 bytes).
 inline constexpr size_t kMaxKeyComponent = 0xFFFF;
@@ -74,8 +78,8 @@ class KeyReader {
 std::string FormatKey();
 std::string TrialKey(std::string_view trial);
 std::string WorkerKey(std::string_view trial, std::string_view worker);
-std::string TensorKey(std::string_view trial, std::string_view name, uint64_t step,
-                      std::string_view worker);
+std::string BlockKey(std::string_view trial, uint64_t step, std::string_view worker,
+                     uint64_t block_id);
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      std::string_view name);
 std::string RuleKey(std::string_view trial, std::string_view rule);

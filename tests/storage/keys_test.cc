@@ -30,9 +30,9 @@ TEST(KeysTest, ValueKeyRoundTrips) {
   EXPECT_EQ(name, "layer/1:weight");
 }
 
-TEST(KeysTest, TensorKeyRoundTripsNamesWithSeparatorsAndZeros) {
+TEST(KeysTest, ValueKeyRoundTripsNamesWithSeparatorsAndZeros) {
   const std::string name("a\0b/c", 5);
-  const std::string key = TensorKey("t", name, 7, "w");
+  const std::string key = ValueKey("t", 7, "w", name);
   KeyReader r(key);
   KeyFamily f;
   std::string_view trial, got, worker;
@@ -41,6 +41,24 @@ TEST(KeysTest, TensorKeyRoundTripsNamesWithSeparatorsAndZeros) {
   EXPECT_EQ(got, name);
   EXPECT_EQ(step, 7u);
   EXPECT_EQ(worker, "w");
+}
+
+TEST(KeysTest, BlockKeyRoundTripsAndSortsByStepThenWorkerThenId) {
+  const std::string key = BlockKey("trial-1", 42, "worker_3", 1ull << 40);
+  KeyReader r(key);
+  KeyFamily f;
+  std::string_view trial, worker;
+  uint64_t step, id;
+  ASSERT_TRUE(r.Family(&f) && r.Str(&trial) && r.U64(&step) && r.Str(&worker) && r.U64(&id) &&
+              r.AtEnd());
+  EXPECT_EQ(f, KeyFamily::kBlock);
+  EXPECT_EQ(trial, "trial-1");
+  EXPECT_EQ(step, 42u);
+  EXPECT_EQ(worker, "worker_3");
+  EXPECT_EQ(id, 1ull << 40);
+  EXPECT_LT(BlockKey("t", 1, "worker_9", 900), BlockKey("t", 2, "worker_0", 1));
+  EXPECT_LT(BlockKey("t", 1, "worker_0", 900), BlockKey("t", 1, "worker_1", 1));
+  EXPECT_LT(BlockKey("t", 1, "w", 255), BlockKey("t", 1, "w", 256));
 }
 
 TEST(KeysTest, StepsSortNumericallyNotLexically) {
@@ -63,13 +81,13 @@ TEST(KeysTest, NoTwoDistinctComponentListsShareAKey) {
   // Names containing what a separator-based encoding would use cannot collide.
   EXPECT_NE(RuleKey("a", "bc"), RuleKey("ab", "c"));
   EXPECT_NE(WorkerKey("ab", "c"), WorkerKey("a", "bc"));
-  EXPECT_NE(TensorKey("t", "n", 1, "w"), TensorKey("t", std::string("n\0\0", 3), 1, "w"));
+  EXPECT_NE(ValueKey("t", 1, "w", "n"), ValueKey("t", 1, "w", std::string("n\0\0", 3)));
 }
 
 TEST(KeysTest, FamiliesAndTrialsArePrefixes) {
-  const std::string prefix = TrialPrefix(KeyFamily::kTensor, "t1");
-  EXPECT_EQ(TensorKey("t1", "x", 3, "w").rfind(prefix, 0), 0u);
-  EXPECT_NE(TensorKey("t10", "x", 3, "w").rfind(prefix, 0), 0u) << "t10 must not match t1";
+  const std::string prefix = TrialPrefix(KeyFamily::kBlock, "t1");
+  EXPECT_EQ(BlockKey("t1", 3, "w", 1).rfind(prefix, 0), 0u);
+  EXPECT_NE(BlockKey("t10", 3, "w", 1).rfind(prefix, 0), 0u) << "t10 must not match t1";
   EXPECT_EQ(TrialKey("t").rfind(FamilyPrefix(KeyFamily::kTrial), 0), 0u);
 }
 
@@ -91,7 +109,7 @@ TEST(KeysTest, RandomRoundTrips) {
     std::string name(rng() % 300, '\0');
     for (char& c : name) c = static_cast<char>(rng());
     const uint64_t step = rng() >> 2;
-    const std::string key = TensorKey("trial", name, step, "w");
+    const std::string key = ValueKey("trial", step, "w", name);
     KeyReader r(key);
     KeyFamily f;
     std::string_view t, n, w;

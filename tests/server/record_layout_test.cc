@@ -1,0 +1,116 @@
+// The stored layout of records (server/stored_record.h): many small records
+// of one step packed into several record blocks, large values beside them,
+// several workers at one step, a step rewritten before it was committed (the
+// newest write wins) — every value read back exactly, before and after a
+// restart that rebuilds the index from the blocks.
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "server/stored_record.h"
+#include "tests/server/test_server.h"
+
+namespace tensorkeep {
+namespace {
+
+using testing::Float32Record;
+
+class RecordLayoutTest : public testing::ServerFixture {
+ protected:
+  // What each (worker, step, name) must read back as.
+  using Expected = std::map<std::tuple<std::string, uint64_t, std::string>, std::string>;
+
+  void CheckAll(const Expected& expected) {
+    auto trial = TrialOf("layout");
+    for (const auto& [key, data] : expected) {
+      const auto& [worker, step, name] = key;
+      auto v = trial.tensor(name).GetValue(step, client::kGlobal, worker);
+      ASSERT_TRUE(v.ok()) << name << " step " << step << " " << worker << ": " << v.status();
+      EXPECT_EQ(v->data, data) << name << " step " << step << " " << worker;
+      EXPECT_EQ(v->worker, worker);
+    }
+    auto names = trial.TensorNames();
+    ASSERT_TRUE(names.ok()) << names.status();
+    std::set<std::string> want;
+    for (const auto& [key, data] : expected) want.insert(std::get<2>(key));
+    EXPECT_EQ(std::set<std::string>(names->begin(), names->end()), want);
+  }
+};
+
+TEST_F(RecordLayoutTest, BlocksInlineAndLargeValuesAcrossWorkersRewritesAndRestart) {
+  Expected expected;
+  // Records small enough to be inline, around the threshold, and large; the
+  // scalars alone fill several blocks per step.
+  const int kScalars = 1500;
+  static_assert(kScalars * 12 > 2 * kBlockTargetBytes, "several blocks per step");
+  const int kInlineMax = static_cast<int>(kMaxInlineValueBytes / sizeof(float));
+  for (const std::string worker : {"worker_0", "worker_1"}) {
+    auto w = OpenWriter("layout", worker, 2);
+    ASSERT_NE(w, nullptr);
+    for (uint64_t step = 0; step < 3; ++step) {
+      uint32_t seed = static_cast<uint32_t>(step * 100000 + (worker == "worker_1" ? 50000 : 0));
+      // Written in descending name order: the collector sorts.
+      for (int i = kScalars - 1; i >= 0; --i) {
+        auto r = Float32Record("scalar/" + std::to_string(i), step, 1, seed++, 1, step);
+        expected[{worker, step, r.name()}] = r.data();
+        ASSERT_TRUE(w->Write(std::move(r)).ok());
+      }
+      for (int n : {kInlineMax - 1, kInlineMax, kInlineMax + 1, 16384, 300000}) {
+        auto r = Float32Record("sized/" + std::to_string(n), step, n, seed++, 1, step);
+        expected[{worker, step, r.name()}] = r.data();
+        ASSERT_TRUE(w->Write(std::move(r)).ok());
+      }
+      if (step == 2) {
+        // Rewrites of the step not yet committed, in a later message: the
+        // newest value wins for small and large records alike.
+        ASSERT_TRUE(w->Flush().ok());
+        for (const std::string name : {"scalar/7", "scalar/1499", "sized/16384"}) {
+          const int n = name == "sized/16384" ? 16384 : 1;
+          auto r = Float32Record(name, step, n, seed++, 1, step);
+          expected[{worker, step, name}] = r.data();
+          ASSERT_TRUE(w->Write(std::move(r)).ok());
+        }
+      }
+      ASSERT_TRUE(w->EndStep(step).ok());
+    }
+    ASSERT_TRUE(w->Flush().ok());
+    ASSERT_TRUE(w->Close(/*end_of_training=*/true).ok());
+  }
+  CheckAll(expected);
+  Restart();
+  CheckAll(expected);
+}
+
+TEST_F(RecordLayoutTest, IdenticalResendOfACommittedStepIsAcceptedAcrossBlocks) {
+  Expected expected;
+  std::vector<v1::TensorRecord> step0;
+  for (int i = 0; i < 1200; ++i) {
+    step0.push_back(Float32Record("s" + std::to_string(i), 0, i % 3 == 0 ? 600 : 1,
+                                  static_cast<uint32_t>(i), 1, 0));
+    expected[{"worker_0", 0, step0.back().name()}] = step0.back().data();
+  }
+  {
+    auto w = OpenWriter("layout");
+    for (const auto& r : step0) ASSERT_TRUE(w->Write(r).ok());
+    ASSERT_TRUE(w->EndStep(0).ok());
+    ASSERT_TRUE(w->Flush().ok());
+    ASSERT_TRUE(w->Close(false).ok());
+  }
+  Restart();
+  {
+    // A writer that reconnects and resends the whole committed step.
+    auto w = OpenWriter("layout");
+    for (const auto& r : step0) ASSERT_TRUE(w->Write(r).ok());
+    ASSERT_TRUE(w->Flush().ok()) << "an identical resend must be accepted";
+    // A changed value of the committed step is refused.
+    auto changed = step0[5];
+    changed.mutable_data()->at(0) ^= 1;
+    ASSERT_TRUE(w->Write(changed).ok());
+    auto s = w->Flush();
+    EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  }
+  CheckAll(expected);
+}
+
+}  // namespace
+}  // namespace tensorkeep
