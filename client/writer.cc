@@ -82,9 +82,12 @@ absl::Status Writer::Enqueue(Item item, size_t bytes) {
   if (!error_.ok()) return error_;
   if (closed_) return absl::FailedPreconditionError("writer is closed");
   buffered_bytes_ += bytes;
+  // The sender waits only on an empty queue: wake it only then (a wake-up
+  // per record was a futex call per record).
+  const bool was_empty = queue_.empty();
   queue_.push_back(std::move(item));
   lock.unlock();
-  cv_.notify_all();
+  if (was_empty) cv_.notify_all();
   return absl::OkStatus();
 }
 

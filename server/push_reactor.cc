@@ -4,6 +4,20 @@
 #include "spdlog/spdlog.h"
 
 namespace tensorkeep {
+namespace {
+
+constexpr size_t kArenaFirstBlock = 64 * 1024;
+
+google::protobuf::ArenaOptions RequestArenaOptions(char* first_block) {
+  google::protobuf::ArenaOptions o;
+  o.initial_block = first_block;
+  o.initial_block_size = kArenaFirstBlock;
+  o.start_block_size = kArenaFirstBlock;
+  o.max_block_size = 1 << 20;
+  return o;
+}
+
+}  // namespace
 
 PushReactor::PushReactor(grpc::CallbackServerContext* context, Collector* collector,
                          std::atomic<int>* active)
@@ -11,10 +25,13 @@ PushReactor::PushReactor(grpc::CallbackServerContext* context, Collector* collec
       collector_(collector),
       active_(active),
       session_(collector),
-      guard_(std::make_shared<Guard>()) {
+      guard_(std::make_shared<Guard>()),
+      arena_block_(new char[kArenaFirstBlock]),
+      arena_(RequestArenaOptions(arena_block_.get())),
+      request_(google::protobuf::Arena::CreateMessage<v1::PushRequest>(&arena_)) {
   guard_->reactor = this;
   active_->fetch_add(1);
-  StartRead(&request_);
+  StartRead(request_);
 }
 
 void PushReactor::OnDone() {
@@ -47,9 +64,10 @@ void PushReactor::OnReadDone(bool ok) {
     reads_done_ = true;
     action = NextActionsLocked();
   } else {
-    const uint64_t seq = request_.seq();
-    auto outcome = session_.Handle(request_);
-    request_.Clear();
+    const uint64_t seq = request_->seq();
+    auto outcome = session_.Handle(*request_);
+    arena_.Reset();
+    request_ = google::protobuf::Arena::CreateMessage<v1::PushRequest>(&arena_);
     if (subscription_ == nullptr && session_.trial() != nullptr) {
       std::weak_ptr<Guard> weak = guard_;
       subscription_ = session_.trial()->Subscribe([weak] {
@@ -168,7 +186,7 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
 void PushReactor::Act(const Actions& a) {
   // A read and a write may be outstanding together. Start the read first:
   // the reactor cannot finish while the write it is about to start is pending.
-  if (a.read) StartRead(&request_);
+  if (a.read) StartRead(request_);
   if (a.write) {
     StartWrite(&response_);  // response_ is not touched again until OnWriteDone
     return;

@@ -22,6 +22,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
+#include "google/protobuf/arena.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/collector.h"
 #include "server/write_session.h"
@@ -75,7 +76,13 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   WriteSession session_;  // used by OnReadDone only (one read at a time)
   std::shared_ptr<Guard> guard_;
   std::shared_ptr<TrialSubscription> subscription_;  // set once, after Open
-  v1::PushRequest request_;
+  // Each message is parsed on an arena that is reset once the message was
+  // handled: a small record then costs no allocation or destructor call of
+  // its own (they were a fifth of the collector's CPU with scalars). The
+  // first block is kept across resets.
+  std::unique_ptr<char[]> arena_block_;
+  google::protobuf::Arena arena_;
+  v1::PushRequest* request_;
 
   absl::Mutex mu_;
   v1::PushResponse response_ ABSL_GUARDED_BY(mu_);

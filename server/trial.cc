@@ -76,10 +76,20 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
   if (update.num_workers > 0) tracker_.DeclareWorkers(update.num_workers);
   int wid = -1;
   if (!update.worker.empty()) wid = WorkerIdLocked(update.worker);
+  // Records come grouped by step: index a step once per run of records.
+  const IndexedRecord* previous = nullptr;
   for (const IndexedRecord& r : update.records) {
-    steps_[r.step] = StepInfo{r.mode, r.mode_step};
-    if (!IsGlobalMode(r.mode)) mode_steps_[r.mode][r.mode_step] = r.step;
-    WorkerSet& ws = tensors_[r.name].steps[r.step];
+    if (previous == nullptr || previous->step != r.step || previous->mode != r.mode ||
+        previous->mode_step != r.mode_step) {
+      steps_[r.step] = StepInfo{r.mode, r.mode_step};
+      if (!IsGlobalMode(r.mode)) mode_steps_[r.mode][r.mode_step] = r.step;
+    }
+    previous = &r;
+    auto found = tensor_lookup_.find(r.name);
+    if (found == tensor_lookup_.end()) {
+      found = tensor_lookup_.emplace(r.name, &tensors_[r.name]).first;
+    }
+    WorkerSet& ws = found->second->steps[r.step];
     const uint16_t w = static_cast<uint16_t>(wid);
     // Keep workers sorted by name so that "the first worker" is lexical.
     auto pos = std::lower_bound(ws.begin(), ws.end(), w, [this](uint16_t a, uint16_t b) {

@@ -200,6 +200,8 @@ class Trial {
   std::vector<std::string> worker_names_ ABSL_GUARDED_BY(mu_);  // by id
   absl::flat_hash_map<std::string, int> worker_ids_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TensorEntry> tensors_ ABSL_GUARDED_BY(mu_);
+  // The same entries by hash (a write looks up every record's name).
+  absl::flat_hash_map<std::string, TensorEntry*> tensor_lookup_ ABSL_GUARDED_BY(mu_);
   // global step -> its blocks, in the order written (ids increase).
   absl::flat_hash_map<uint64_t, absl::InlinedVector<StoredBlock, 1>> blocks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<std::string>> collections_ ABSL_GUARDED_BY(mu_);
