@@ -164,12 +164,20 @@ bool Writer::Send(v1::PushRequest& request, size_t bytes) {
 
 void Writer::SendLoop() {
   v1::PushRequest request;
+  // Items are taken from the queue all at once (one lock per wake-up, not per
+  // record); `taken` and the queue swap buffers, so neither reallocates.
+  std::vector<Item> taken;
+  size_t next = 0;
   for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !queue_.empty() || !error_.ok(); });
-    if (!error_.ok()) return;
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
+    if (next == taken.size()) {
+      taken.clear();
+      next = 0;
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || !error_.ok(); });
+      if (!error_.ok()) return;
+      taken.swap(queue_);
+    }
+    Item& item = taken[next++];
     request.Clear();
     size_t bytes = 0;
     bool done = false;
@@ -181,13 +189,11 @@ void Writer::SendLoop() {
           *request.mutable_records()->add_records() = std::move(it.record);
         };
         add(item);
-        while (!queue_.empty() && queue_.front().kind == Item::kRecord &&
-               bytes + queue_.front().record.data().size() <= options_.message_bytes &&
-               request.records().records_size() > 0 &&
+        while (next < taken.size() && taken[next].kind == Item::kRecord &&
+               bytes + taken[next].record.data().size() <= options_.message_bytes &&
                request.records().records(request.records().records_size() - 1).data().size() <=
                    options_.chunk_bytes) {
-          add(queue_.front());
-          queue_.pop_front();
+          add(taken[next++]);
         }
         break;
       }
@@ -202,8 +208,6 @@ void Writer::SendLoop() {
         done = true;
         break;
     }
-    lock.unlock();
-
     bool ok = true;
     if (request.has_records()) {
       // A value larger than chunk_bytes goes out as its record with the first

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/connection.h"
@@ -97,7 +98,7 @@ class Writer {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Item> queue_;
+  std::vector<Item> queue_;
   size_t buffered_bytes_ = 0;                      // queued or unacknowledged
   std::deque<std::pair<uint64_t, size_t>> unacked_;  // (seq, bytes) sent
   uint64_t next_seq_ = 1;                          // sender thread only
