@@ -18,7 +18,7 @@
 namespace tensorkeep {
 
 Collector::Collector(const CollectorOptions& options, TensorStore* store)
-    : options_(options), store_(store) {}
+    : options_(options), store_(store), value_cache_(options.value_cache_bytes) {}
 
 Collector::~Collector() { committer_.reset(); }
 
@@ -215,6 +215,16 @@ std::vector<std::shared_ptr<Trial>> Collector::Trials() const {
   return out;
 }
 
+namespace {
+
+absl::Status ReductionsOnly(const std::string& tensor, uint64_t step) {
+  return MakeError(Reason::kTensorUnavailableForStep,
+                   absl::StrCat("tensor '", tensor, "' at step ", step,
+                                " was saved as reductions only (no raw value)"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<Collector::Value>> Collector::FindRecord(
     const Trial& trial, uint64_t step, const std::string& worker,
     const std::string& tensor) const {
@@ -256,14 +266,15 @@ absl::StatusOr<Collector::Value> Collector::ReadRecord(const Trial& trial,
 absl::Status Collector::LoadValue(const Trial& trial, Value* value) const {
   const std::string& tensor = value->meta.name();
   const uint64_t step = value->where.global_step;
-  if (!value->meta.has_value()) {
-    return MakeError(Reason::kTensorUnavailableForStep,
-                     absl::StrCat("tensor '", tensor, "' at step ", step,
-                                  " was saved as reductions only (no raw value)"));
-  }
+  if (!value->meta.has_value()) return ReductionsOnly(tensor, step);
   if (!value->data_loaded) {
-    TK_ASSIGN_OR_RETURN(auto data,
-                        store_->Get(ValueKey(trial.name(), step, value->where.worker, tensor)));
+    const std::string key = ValueKey(trial.name(), step, value->where.worker, tensor);
+    if (auto cached = value_cache_.Lookup(key)) {
+      value->data = *cached;
+      value->data_loaded = true;
+      return absl::OkStatus();
+    }
+    TK_ASSIGN_OR_RETURN(auto data, store_->Get(key));
     if (!data.has_value()) {
       return absl::DataLossError(
           absl::StrCat("value of tensor '", tensor, "' at step ", step, " is missing"));
@@ -277,6 +288,26 @@ absl::Status Collector::LoadValue(const Trial& trial, Value* value) const {
                                             value->meta.value_size(), " bytes"));
   }
   return absl::OkStatus();
+}
+
+absl::Status Collector::WithValue(
+    const Trial& trial, const Value& value,
+    const std::function<absl::Status(absl::Span<const char>)>& fn) const {
+  if (!value.meta.has_value()) return ReductionsOnly(value.meta.name(), value.where.global_step);
+  if (value.data_loaded) return fn(absl::Span<const char>(value.data.data(), value.data.size()));
+  const std::string key =
+      ValueKey(trial.name(), value.where.global_step, value.where.worker, value.meta.name());
+  std::shared_ptr<const std::string> bytes = value_cache_.Lookup(key);
+  if (bytes == nullptr) {
+    Value loaded = value;
+    TK_RETURN_IF_ERROR(LoadValue(trial, &loaded));
+    bytes = std::make_shared<const std::string>(std::move(loaded.data));
+    // A committed step can no longer change: its value may be kept.
+    if (static_cast<int64_t>(value.where.global_step) <= trial.CommittedThrough(value.where.worker)) {
+      value_cache_.Insert(key, bytes);
+    }
+  }
+  return fn(absl::Span<const char>(bytes->data(), bytes->size()));
 }
 
 absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial,
@@ -341,11 +372,12 @@ absl::StatusOr<v1::ReductionsResponse> Collector::Reductions(
                                   " of tensor '", tensor, "' at step ", where.global_step,
                                   " was not saved, and neither was the raw tensor"));
   }
-  TK_RETURN_IF_ERROR(LoadValue(*trial, &value));
-  TK_ASSIGN_OR_RETURN(std::vector<double> computed,
-                      ComputeReductions(static_cast<DType>(value.meta.dtype()),
-                                        absl::Span<const char>(value.data.data(), value.data.size()),
-                                        missing));
+  std::vector<double> computed;
+  TK_RETURN_IF_ERROR(WithValue(*trial, value, [&](absl::Span<const char> data) -> absl::Status {
+    TK_ASSIGN_OR_RETURN(computed,
+                        ComputeReductions(static_cast<DType>(value.meta.dtype()), data, missing));
+    return absl::OkStatus();
+  }));
   for (size_t i = 0; i < missing.size(); ++i) {
     out.mutable_reductions(missing_index[i])->set_value(computed[i]);
   }
@@ -356,13 +388,15 @@ absl::StatusOr<v1::HistogramResponse> Collector::Histogram(
     const v1::HistogramRequest& request) const {
   TK_ASSIGN_OR_RETURN(auto located, LocateRequest(*this, request.tensor()));
   const auto& [trial, where] = located;
-  TK_ASSIGN_OR_RETURN(Value value, ReadValue(*trial, request.tensor().tensor(), where));
+  TK_ASSIGN_OR_RETURN(Value value, ReadRecord(*trial, request.tensor().tensor(), where));
   std::optional<std::pair<double, double>> range;
   if (request.has_range()) range = std::make_pair(request.range_min(), request.range_max());
   const int bins = request.bins() == 0 ? 30 : static_cast<int>(std::min<uint32_t>(request.bins(), 1u << 30));
-  auto h = ComputeHistogram(static_cast<DType>(value.meta.dtype()),
-                            absl::Span<const char>(value.data.data(), value.data.size()), bins,
-                            range);
+  absl::StatusOr<tensorkeep::Histogram> h;
+  TK_RETURN_IF_ERROR(WithValue(*trial, value, [&](absl::Span<const char> data) {
+    h = ComputeHistogram(static_cast<DType>(value.meta.dtype()), data, bins, range);
+    return absl::OkStatus();
+  }));
   if (!h.ok()) return MakeError(Reason::kBadRequest, h.status().message());
   v1::HistogramResponse out;
   for (double e : h->edges) out.add_edges(e);

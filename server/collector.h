@@ -10,6 +10,7 @@
 #define TENSORKEEP_SERVER_COLLECTOR_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -18,10 +19,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/committer.h"
 #include "server/trial.h"
+#include "server/value_cache.h"
 #include "storage/tensor_store.h"
 
 namespace tensorkeep {
@@ -32,6 +35,9 @@ struct CollectorOptions {
   bool sync = false;
   // Largest single tensor value accepted, in bytes.
   uint64_t max_value_bytes = 1ull << 30;
+  // Memory for large values kept after a reduction or histogram read them
+  // (server/value_cache.h); 0 disables the cache.
+  size_t value_cache_bytes = 128u << 20;
 };
 
 class Collector {
@@ -77,6 +83,11 @@ class Collector {
   // Loads the bytes of a record read by ReadRecord; TensorUnavailableForStep
   // when only reductions were saved.
   absl::Status LoadValue(const Trial& trial, Value* value) const;
+  // Calls `fn` on the bytes of a record read by ReadRecord without copying
+  // them out of the store when they are not loaded (a reduction of a 4 MiB
+  // tensor then reads it once instead of twice).
+  absl::Status WithValue(const Trial& trial, const Value& value,
+                         const std::function<absl::Status(absl::Span<const char>)>& fn) const;
   // ReadRecord + LoadValue.
   absl::StatusOr<Value> ReadValue(const Trial& trial, const std::string& tensor,
                                   const Trial::Located& where) const;
@@ -106,6 +117,7 @@ class Collector {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Trial>> trials_ ABSL_GUARDED_BY(mu_);
 
+  mutable ValueCache value_cache_;
   std::atomic<uint64_t> next_block_id_{1};
   std::unique_ptr<Committer> committer_;
 };

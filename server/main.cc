@@ -6,7 +6,6 @@
 // Prints exactly "listening on HOST:PORT" (the real port) as its first line on
 // standard output, logs to standard error, and shuts down cleanly on SIGTERM
 // or SIGINT (streams drained, database closed).
-#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -14,7 +13,7 @@
 #include <iostream>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
+#include "base/process_tuning.h"
 #include "server/collector_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -25,13 +24,16 @@ constexpr char kDefaultListen[] = "127.0.0.1:7077";
 
 constexpr char kUsage[] =
     "usage: tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]\n"
-    "                         [--log-level trace|debug|info|warn|error]\n"
+    "                         [--value-cache-mb N] [--log-level trace|debug|info|warn|error]\n"
     "\n"
     "  --listen HOST:PORT  address to serve on (default 127.0.0.1:7077; port 0 picks a\n"
     "                      free port). The first line on stdout is `listening on HOST:PORT`.\n"
     "  --data-dir DIR      LevelDB data directory (default ~/.tensorkeep/data)\n"
     "  --sync              fsync before acknowledging writes (survives power loss;\n"
     "                      without it acknowledged writes survive a crash of the server)\n"
+    "  --value-cache-mb N  memory for large values kept after a reduction or histogram\n"
+    "                      read them, so that the next reduction of the same tensor does\n"
+    "                      not read it again (default 128; 0 disables)\n"
     "  --log-level L       log verbosity on stderr (default info)\n";
 
 std::string DefaultDataDir() {
@@ -71,6 +73,14 @@ int main(int argc, char** argv) {
       options.store.path = v;
     } else if (arg == "--sync") {
       options.collector.sync = true;
+    } else if (arg == "--value-cache-mb") {
+      const char* v = value("--value-cache-mb");
+      char* end = nullptr;
+      const unsigned long long mb = v == nullptr ? 0 : std::strtoull(v, &end, 10);
+      if (v == nullptr || *v == '\0' || *end != '\0' || mb > (1ull << 20)) {
+        return Usage("--value-cache-mb needs a number of MiB (0 to disable)");
+      }
+      options.collector.value_cache_bytes = static_cast<size_t>(mb) << 20;
     } else if (arg == "--log-level") {
       const char* v = value("--log-level");
       if (v == nullptr) return Usage("--log-level needs a level");
@@ -88,14 +98,7 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(parsed);
 
-  // Large tensors pass through freshly allocated buffers; keep them in the
-  // heap instead of mapping and unmapping them each time (~2.5 ms per fresh
-  // 1 MiB mapping on the reference machine).
-  // Debian's abseil checks every absl::Mutex acquisition for lock cycles;
-  // that costs ~1% of the write path and guards nothing a test doesn't.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  tensorkeep::TuneProcessForLargeBuffers();
 
   // Block the shutdown signals in every thread; the main thread waits for them.
   sigset_t signals;

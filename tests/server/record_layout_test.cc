@@ -112,5 +112,42 @@ TEST_F(RecordLayoutTest, IdenticalResendOfACommittedStepIsAcceptedAcrossBlocks) 
   CheckAll(expected);
 }
 
+TEST_F(RecordLayoutTest, AReductionNeverSeesAValueThatWasRewrittenSince) {
+  // Reductions keep large values of committed steps (server/value_cache.h);
+  // a step not yet committed may still be rewritten, and the next reduction
+  // must see the new value.
+  auto w = OpenWriter("layout");
+  const int n = 300000;  // 1.2 MB: stored outside its block
+  auto first = Float32Record("big", 0, n, 1, 1, 0);
+  auto second = Float32Record("big", 0, n, 2, 1, 0);
+  const auto mean_of = [](const v1::TensorRecord& r) {
+    long double sum = 0;
+    for (float f : testing::AsFloats(r.data())) sum += f;
+    return static_cast<double>(sum / (r.data().size() / sizeof(float)));
+  };
+  auto t = TrialOf("layout");
+  const auto reduce = [&]() -> double {
+    auto v = t.tensor("big").ReductionValue(0, "mean", client::kTrain);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? *v : NAN;
+  };
+  ASSERT_TRUE(w->Write(first).ok());
+  ASSERT_TRUE(w->Flush().ok());
+  // A step still being written can be read; what is read then must not be
+  // kept, since the writer may still replace it.
+  EXPECT_NEAR(reduce(), mean_of(first), 1e-9);
+  EXPECT_NEAR(reduce(), mean_of(first), 1e-9);
+  ASSERT_TRUE(w->Write(second).ok());
+  ASSERT_TRUE(w->EndStep(0).ok());
+  ASSERT_TRUE(w->Flush().ok());
+  EXPECT_NEAR(reduce(), mean_of(second), 1e-9);
+  EXPECT_NEAR(reduce(), mean_of(second), 1e-9) << "the second read comes from the cache";
+  // After a restart (empty cache) the same.
+  ASSERT_TRUE(w->Close(true).ok());
+  Restart();
+  t = TrialOf("layout");
+  EXPECT_NEAR(reduce(), mean_of(second), 1e-9);
+}
+
 }  // namespace
 }  // namespace tensorkeep

@@ -369,6 +369,41 @@ TEST(ReductionsTest, NaNAnywhereMakesMinMaxSumsAndMomentsNaN) {
   EXPECT_TRUE(std::isnan(Compute(DType::kFloat32, BytesOf(f), {{ReductionKind::kMax}})[0]));
 }
 
+TEST(ReductionsTest, Float32MinMaxSeeNaNsAndInfinitiesAnywhere) {
+  // float32 min/max take their own path (no conversion to float64): a NaN or
+  // an infinity in the vector part or in the tail, alone or together.
+  constexpr float kFNaN = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kFInf = std::numeric_limits<float>::infinity();
+  const std::vector<ReductionSpec> specs = {{ReductionKind::kMin},
+                                            {ReductionKind::kMax},
+                                            {ReductionKind::kMin, true},
+                                            {ReductionKind::kMax, true}};
+  for (size_t n : {size_t{3}, size_t{16}, size_t{17}, size_t{1000}, size_t{1037}}) {
+    for (size_t position = 0; position < n; position += (n > 40 ? 97 : 1)) {
+      std::vector<float> f(n);
+      for (size_t i = 0; i < n; ++i) f[i] = static_cast<float>(i % 13) - 6.5f;
+      // An infinity alone: the extremes move to it, nothing is NaN.
+      f[position] = -kFInf;
+      double max = -kInf, abs_min = kInf;
+      for (float v : f) {
+        max = std::max(max, static_cast<double>(v));
+        abs_min = std::min(abs_min, std::fabs(static_cast<double>(v)));
+      }
+      std::vector<double> got = Compute(DType::kFloat32, BytesOf(f), specs);
+      EXPECT_EQ(got[0], -kInf) << n << "/" << position;
+      EXPECT_EQ(got[1], max) << n << "/" << position;
+      EXPECT_EQ(got[2], abs_min) << n << "/" << position;
+      EXPECT_EQ(got[3], kInf) << n << "/" << position;
+      // A NaN makes every one NaN.
+      f[(position + n / 2) % n] = kFNaN;
+      got = Compute(DType::kFloat32, BytesOf(f), specs);
+      for (size_t i = 0; i < specs.size(); ++i) {
+        EXPECT_TRUE(std::isnan(got[i])) << SpecName(specs[i]) << " " << n << "/" << position;
+      }
+    }
+  }
+}
+
 TEST(ReductionsTest, InfinitiesBehaveAsInNumpy) {
   // np.max([1, inf, 3]) == inf, np.mean == inf, np.var == nan (inf - inf).
   const std::vector<double> got = ComputeOf({1.0, kInf, 3.0}, {{ReductionKind::kMin},
