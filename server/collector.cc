@@ -274,7 +274,7 @@ absl::Status Collector::LoadValue(const Trial& trial, Value* value) const {
       value->data_loaded = true;
       return absl::OkStatus();
     }
-    TK_ASSIGN_OR_RETURN(auto data, store_->Get(key));
+    TK_ASSIGN_OR_RETURN(auto data, store_->GetBulk(key));
     if (!data.has_value()) {
       return absl::DataLossError(
           absl::StrCat("value of tensor '", tensor, "' at step ", step, " is missing"));

@@ -113,13 +113,27 @@ absl::Status LevelDbTensorStore::Write(Batch* batch, bool sync) {
                      "writing to the database");
 }
 
-absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::Get(std::string_view key) {
+namespace {
+
+absl::StatusOr<std::optional<std::string>> GetWith(leveldb::DB* db, const leveldb::ReadOptions& ro,
+                                                   std::string_view key) {
   std::string value;
-  leveldb::Status s =
-      impl_->db->Get(leveldb::ReadOptions(), leveldb::Slice(key.data(), key.size()), &value);
+  leveldb::Status s = db->Get(ro, leveldb::Slice(key.data(), key.size()), &value);
   if (s.IsNotFound()) return std::optional<std::string>();
   if (!s.ok()) return FromLevelDb(s, "reading from the database");
   return std::optional<std::string>(std::move(value));
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::Get(std::string_view key) {
+  return GetWith(impl_->db.get(), leveldb::ReadOptions(), key);
+}
+
+absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::GetBulk(std::string_view key) {
+  leveldb::ReadOptions ro;
+  ro.fill_cache = false;
+  return GetWith(impl_->db.get(), ro, key);
 }
 
 absl::Status LevelDbTensorStore::Scan(

@@ -41,6 +41,7 @@ class LevelDbTensorStore : public TensorStore {
   std::unique_ptr<Batch> NewBatch() override;
   absl::Status Write(Batch* batch, bool sync) override;
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
+  absl::StatusOr<std::optional<std::string>> GetBulk(std::string_view key) override;
   absl::Status Scan(
       std::string_view prefix,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) override;

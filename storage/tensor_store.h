@@ -45,6 +45,9 @@ class TensorStore {
   // The value of `key`, std::nullopt when absent, an error on I/O failure or
   // corruption.
   virtual absl::StatusOr<std::optional<std::string>> Get(std::string_view key) = 0;
+  // The same for a large value read once: it is not kept in the store's
+  // block cache, where it would push out the small entries every read needs.
+  virtual absl::StatusOr<std::optional<std::string>> GetBulk(std::string_view key) = 0;
 
   // Calls `fn` on every key with `prefix`, in key order, until it returns
   // false. The views are valid only during the call.

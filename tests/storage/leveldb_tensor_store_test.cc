@@ -42,6 +42,14 @@ TEST_F(LevelDbTensorStoreTest, BatchIsVisibleAfterWriteAndSurvivesReopen) {
   auto missing = store->Get("zz");
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(missing->has_value());
+  // A bulk read (not cached) sees the same.
+  auto bulk = store->GetBulk("a2");
+  ASSERT_TRUE(bulk.ok());
+  ASSERT_TRUE(bulk->has_value());
+  EXPECT_EQ(**bulk, "two");
+  auto bulk_missing = store->GetBulk("zz");
+  ASSERT_TRUE(bulk_missing.ok());
+  EXPECT_FALSE(bulk_missing->has_value());
 }
 
 TEST_F(LevelDbTensorStoreTest, ScanVisitsOnlyThePrefixInOrder) {
