@@ -35,21 +35,17 @@ TEST_F(LevelDbTensorStoreTest, BatchIsVisibleAfterWriteAndSurvivesReopen) {
     ASSERT_TRUE(store->Write(batch.get(), false).ok());
   }
   auto store = Open();
-  auto v = store->Get("a2");
-  ASSERT_TRUE(v.ok());
-  ASSERT_TRUE(v->has_value());
-  EXPECT_EQ(**v, "two");
-  auto missing = store->Get("zz");
-  ASSERT_TRUE(missing.ok());
-  EXPECT_FALSE(missing->has_value());
-  // A bulk read (not cached) sees the same.
-  auto bulk = store->GetBulk("a2");
-  ASSERT_TRUE(bulk.ok());
-  ASSERT_TRUE(bulk->has_value());
-  EXPECT_EQ(**bulk, "two");
-  auto bulk_missing = store->GetBulk("zz");
-  ASSERT_TRUE(bulk_missing.ok());
-  EXPECT_FALSE(bulk_missing->has_value());
+  // A plain read and a bulk read (not cached) see the same.
+  using Read = absl::StatusOr<std::optional<std::string>> (TensorStore::*)(std::string_view);
+  for (Read read : {static_cast<Read>(&TensorStore::Get), static_cast<Read>(&TensorStore::GetBulk)}) {
+    auto v = (store.get()->*read)("a2");
+    ASSERT_TRUE(v.ok());
+    ASSERT_TRUE(v->has_value());
+    EXPECT_EQ(**v, "two");
+    auto missing = (store.get()->*read)("zz");
+    ASSERT_TRUE(missing.ok());
+    EXPECT_FALSE(missing->has_value());
+  }
 }
 
 TEST_F(LevelDbTensorStoreTest, ScanVisitsOnlyThePrefixInOrder) {
