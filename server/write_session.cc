@@ -195,6 +195,59 @@ absl::Status WriteSession::CheckCommitted(v1::TensorRecord& r, bool* skip) const
   return absl::OkStatus();
 }
 
+PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorRecord>& records,
+                                  const std::vector<int>& order,
+                                  const std::vector<bool>& skip) const {
+  const int n = records.size();
+  PendingWrite w = NewWrite();
+  w.batch = collector_->store()->NewBatch();
+  w.update.records.reserve(n);
+  RecordBlockBuilder block;
+  BlockRef ref;
+  std::vector<int> large;  // records whose values go beside their blocks
+  const auto flush = [&]() {
+    if (block.count() == 0) return;
+    ref.id = collector_->NewBlockId();
+    w.batch->Put(BlockKey(trial_->name(), ref.step, worker_, ref.id), block.Finish());
+    w.update.blocks.push_back(std::move(ref));
+    ref = BlockRef{};
+  };
+  for (int k = 0; k < n; ++k) {
+    const int i = order[k];
+    if (skip[i]) continue;
+    v1::TensorRecord& r = records[i];
+    if (block.count() > 0 && (r.step() != ref.step || block.size_bytes() >= kBlockTargetBytes)) {
+      flush();
+    }
+    if (block.count() == 0) {
+      ref.step = r.step();
+      ref.first_name = r.name();
+    }
+    ref.last_name = r.name();
+    const bool inline_value = StoresInline(r);
+    if (!inline_value) large.push_back(i);
+    block.Add(r.name(), EncodeRecordMeta(r), inline_value ? std::string_view(r.data()) : "");
+    IndexedRecord rec;
+    rec.name = inline_value ? std::move(*r.mutable_name()) : r.name();
+    rec.step = r.step();
+    rec.mode = r.mode();
+    rec.mode_step = r.mode_step();
+    rec.collections.assign(std::make_move_iterator(r.mutable_collections()->begin()),
+                           std::make_move_iterator(r.mutable_collections()->end()));
+    w.update.records.push_back(std::move(rec));
+  }
+  flush();
+  // Large values after the blocks: the batch's buffer then grows by each
+  // value once, instead of doubling to twice the message when a small block
+  // entry follows a large value (which doubled the collector's memory per
+  // queued megabyte).
+  for (int i : large) {
+    const v1::TensorRecord& r = records[i];
+    w.batch->Put(ValueKey(trial_->name(), r.step(), worker_, r.name()), r.data());
+  }
+  return w;
+}
+
 absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatch& batch) {
   const int n = batch.records_size();
   if (n == 0) return Outcome{};
@@ -274,53 +327,8 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatc
   }
 
   Outcome out;
-  out.write = NewWrite();
+  out.write = Encode(records, order, skip);
   PendingWrite& w = *out.write;
-  w.batch = collector_->store()->NewBatch();
-  w.update.records.reserve(n);
-  RecordBlockBuilder block;
-  BlockRef ref;
-  std::vector<int> large;  // records whose values go beside their blocks
-  const auto flush = [&]() {
-    if (block.count() == 0) return;
-    ref.id = collector_->NewBlockId();
-    w.batch->Put(BlockKey(trial_->name(), ref.step, worker_, ref.id), block.Finish());
-    w.update.blocks.push_back(std::move(ref));
-    ref = BlockRef{};
-  };
-  for (int k = 0; k < n; ++k) {
-    const int i = order[k];
-    if (skip[i]) continue;
-    v1::TensorRecord& r = records[i];
-    if (block.count() > 0 && (r.step() != ref.step || block.size_bytes() >= kBlockTargetBytes)) {
-      flush();
-    }
-    if (block.count() == 0) {
-      ref.step = r.step();
-      ref.first_name = r.name();
-    }
-    ref.last_name = r.name();
-    const bool inline_value = StoresInline(r);
-    if (!inline_value) large.push_back(i);
-    block.Add(r.name(), EncodeRecordMeta(r), inline_value ? std::string_view(r.data()) : "");
-    IndexedRecord rec;
-    rec.name = inline_value ? std::move(*r.mutable_name()) : r.name();
-    rec.step = r.step();
-    rec.mode = r.mode();
-    rec.mode_step = r.mode_step();
-    rec.collections.assign(std::make_move_iterator(r.mutable_collections()->begin()),
-                           std::make_move_iterator(r.mutable_collections()->end()));
-    w.update.records.push_back(std::move(rec));
-  }
-  flush();
-  // Large values after the blocks: the batch's buffer then grows by each
-  // value once, instead of doubling to twice the message when a small block
-  // entry follows a large value (which doubled the collector's memory per
-  // queued megabyte).
-  for (int i : large) {
-    const v1::TensorRecord& r = records[i];
-    w.batch->Put(ValueKey(trial_->name(), r.step(), worker_, r.name()), r.data());
-  }
   if (committed > committed_) w.update.committed_through = committed;
   current_step_ = current;
   committed_ = committed;

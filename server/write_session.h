@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/tensorkeep.pb.h"
@@ -45,6 +46,11 @@ class WriteSession {
   absl::StatusOr<Outcome> HandleOpen(const v1::Open& open);
   absl::StatusOr<Outcome> HandleRecords(v1::RecordBatch& batch);
   absl::Status ValidateRecord(const v1::TensorRecord& record, bool complete) const;
+  // The batch and index update of a checked message: the records in `order`
+  // (sorted by step and name) but those to `skip`, in record blocks and large
+  // values (server/stored_record.h). Moves names and collections out.
+  PendingWrite Encode(google::protobuf::RepeatedPtrField<v1::TensorRecord>& records,
+                      const std::vector<int>& order, const std::vector<bool>& skip) const;
   // OK and *skip when the record repeats what is stored for a committed step.
   absl::Status CheckCommitted(v1::TensorRecord& record, bool* skip) const;
   PendingWrite NewWrite() const;
