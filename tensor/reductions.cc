@@ -374,6 +374,26 @@ void MinMaxFloat32(const char* data, size_t n, bool plain, bool abs, Totals* tot
   totals->abs_max = famax;
 }
 
+// -0.0 and +0.0 compare equal, so which of them a min or max meets first —
+// and returns — depends on how the kernel splits the elements over lanes. To
+// give every kernel and every combination of reductions the same bits: a
+// zero min is -0.0 when the data hold a -0.0, a zero max is +0.0 when they
+// hold a +0.0. (|x| has no negative zero.) Only called when a result is zero.
+void ResolveZeroSigns(DType dtype, const char* data, size_t n, Totals* totals) {
+  const size_t item = DTypeSize(dtype);
+  bool negative = false, positive = false;
+  alignas(64) double block[kBlockSize];
+  for (size_t start = 0; start < n && !(negative && positive); start += kBlockSize) {
+    const size_t count = std::min(kBlockSize, n - start);
+    ConvertToFloat64(dtype, data + start * item, count, block);
+    for (size_t i = 0; i < count; ++i) {
+      if (block[i] == 0.0) (std::signbit(block[i]) ? negative : positive) = true;
+    }
+  }
+  if (totals->min == 0.0) totals->min = negative ? -0.0 : 0.0;
+  if (totals->max == 0.0) totals->max = positive ? 0.0 : -0.0;
+}
+
 // The median of the finite values among up to 31 elements spread evenly over
 // the tensor, and the median of their absolute values (0 when there is none).
 // A median is an element's value, so it is exact for integer data and is not
@@ -474,6 +494,11 @@ absl::StatusOr<std::vector<double>> ComputeReductions(DType dtype, absl::Span<co
       ConvertToFloat64(dtype, data.data() + start * item, count, block);
       kernel(block, count, shifts, &totals);
     }
+  }
+
+  if ((mask & kMinMax) != 0 && n > 0 && !totals.saw_nan &&
+      (totals.min == 0.0 || totals.max == 0.0)) {
+    ResolveZeroSigns(dtype, data.data(), n, &totals);
   }
 
   const double count = static_cast<double>(n);

@@ -404,6 +404,54 @@ TEST(ReductionsTest, Float32MinMaxSeeNaNsAndInfinitiesAnywhere) {
   }
 }
 
+TEST(ReductionsTest, SignedZeroMinAndMaxDoNotDependOnTheOtherReductionsAsked) {
+  // -0.0 == +0.0: a zero min is -0.0 when a -0.0 is present, a zero max +0.0
+  // when a +0.0 is, whatever kernel or lane layout computes them.
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (size_t n : {size_t{3}, size_t{16}, size_t{17}, size_t{2000}}) {
+      for (size_t neg : {size_t{0}, n / 2, n - 1}) {
+        for (size_t pos : {size_t{1 % n}, n - 1 - n / 3}) {
+          if (pos == neg) continue;
+          std::vector<double> values(n, 1.0);
+          std::vector<double> negatives(n, -1.0);
+          values[neg] = -0.0;
+          values[pos] = 0.0;
+          negatives[neg] = -0.0;
+          negatives[pos] = 0.0;
+          for (const auto* v : {&values, &negatives}) {
+            std::string bytes;
+            if (dtype == DType::kFloat32) {
+              std::vector<float> f(v->begin(), v->end());
+              bytes = BytesOf(f);
+            } else {
+              bytes = BytesOf(*v);
+            }
+            const double min_alone = Compute(dtype, bytes, {{ReductionKind::kMin}})[0];
+            const double max_alone = Compute(dtype, bytes, {{ReductionKind::kMax}})[0];
+            const std::vector<double> with_mean =
+                Compute(dtype, bytes, {{ReductionKind::kMin}, {ReductionKind::kMax},
+                                       {ReductionKind::kMean}});
+            const std::string where = std::string(DTypeName(dtype)) + " n=" + std::to_string(n) +
+                                      " -0 at " + std::to_string(neg) + " +0 at " +
+                                      std::to_string(pos);
+            if (v == &values) {
+              EXPECT_EQ(min_alone, 0.0) << where;
+              EXPECT_TRUE(std::signbit(min_alone)) << where;
+              EXPECT_TRUE(std::signbit(with_mean[0])) << where;
+            } else {
+              EXPECT_EQ(max_alone, 0.0) << where;
+              EXPECT_FALSE(std::signbit(max_alone)) << where;
+              EXPECT_FALSE(std::signbit(with_mean[1])) << where;
+            }
+            EXPECT_EQ(std::signbit(min_alone), std::signbit(with_mean[0])) << where;
+            EXPECT_EQ(std::signbit(max_alone), std::signbit(with_mean[1])) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ReductionsTest, InfinitiesBehaveAsInNumpy) {
   // np.max([1, inf, 3]) == inf, np.mean == inf, np.var == nan (inf - inf).
   const std::vector<double> got = ComputeOf({1.0, kInf, 3.0}, {{ReductionKind::kMin},
