@@ -82,7 +82,7 @@ absl::StatusOr<Throughput> RawLevelDbIngest(const std::string& dir, const Ingest
       for (uint64_t step = 0; step < shape.steps && !failed.load(); ++step) {
         batch.Clear();
         for (const std::string& name : names) {
-          batch.Put(ValueKey("bench", step, worker, name), value);
+          batch.Put(ValueKey("bench", step, worker, step, name), value);
         }
         if (!db->Write(leveldb::WriteOptions(), &batch).ok()) failed = true;
       }

@@ -28,7 +28,8 @@ const std::string kName = "ResNet_layer4.2.conv3.weight";
 void BM_ValueKey(benchmark::State& state) {
   uint64_t step = 0;
   for (auto _ : state) {
-    std::string key = ValueKey(kTrial, step++, kWorker, kName);
+    std::string key = ValueKey(kTrial, step, kWorker, step, kName);
+    ++step;
     benchmark::DoNotOptimize(key);
   }
   state.SetItemsProcessed(state.iterations());
@@ -92,6 +93,7 @@ void BM_KeyBaseline_Append(benchmark::State& state) {
     key += kTrial;
     key.append(reinterpret_cast<const char*>(&step), 8);
     key += kWorker;
+    key.append(reinterpret_cast<const char*>(&step), 8);
     key += kName;
     key.append(6, '\0');
     ++step;
@@ -102,14 +104,14 @@ void BM_KeyBaseline_Append(benchmark::State& state) {
 BENCHMARK(BM_KeyBaseline_Append);
 
 void BM_KeyRead(benchmark::State& state) {
-  const std::string key = ValueKey(kTrial, 123456, kWorker, kName);
+  const std::string key = ValueKey(kTrial, 123456, kWorker, 654321, kName);
   for (auto _ : state) {
     KeyReader r(key);
     KeyFamily family;
     std::string_view trial, worker, name;
-    uint64_t step = 0;
+    uint64_t step = 0, block_id = 0;
     bool ok = r.Family(&family) && r.Str(&trial) && r.U64(&step) && r.Str(&worker) &&
-              r.Str(&name) && r.AtEnd();
+              r.U64(&block_id) && r.Str(&name) && r.AtEnd();
     benchmark::DoNotOptimize(ok);
     benchmark::DoNotOptimize(step);
   }

@@ -238,6 +238,7 @@ absl::StatusOr<std::optional<Collector::Value>> Collector::FindRecord(
     auto entry = block.Find(tensor);
     if (!entry.has_value()) continue;
     Value out;
+    out.block_id = id;
     out.where.global_step = step;
     out.where.worker = worker;
     TK_ASSIGN_OR_RETURN(out.meta, DecodeRecordMeta(*entry, step));
@@ -268,18 +269,18 @@ absl::Status Collector::LoadValue(const Trial& trial, Value* value) const {
   const uint64_t step = value->where.global_step;
   if (!value->meta.has_value()) return ReductionsOnly(tensor, step);
   if (!value->data_loaded) {
-    const std::string key = ValueKey(trial.name(), step, value->where.worker, tensor);
+    const std::string key =
+        ValueKey(trial.name(), step, value->where.worker, value->block_id, tensor);
     if (auto cached = value_cache_.Lookup(key)) {
       value->data = *cached;
-      value->data_loaded = true;
-      return absl::OkStatus();
+    } else {
+      TK_ASSIGN_OR_RETURN(auto data, store_->GetBulk(key));
+      if (!data.has_value()) {
+        return absl::DataLossError(
+            absl::StrCat("value of tensor '", tensor, "' at step ", step, " is missing"));
+      }
+      value->data = std::move(*data);
     }
-    TK_ASSIGN_OR_RETURN(auto data, store_->GetBulk(key));
-    if (!data.has_value()) {
-      return absl::DataLossError(
-          absl::StrCat("value of tensor '", tensor, "' at step ", step, " is missing"));
-    }
-    value->data = std::move(*data);
     value->data_loaded = true;
   }
   if (value->data.size() != value->meta.value_size()) {
@@ -295,17 +296,14 @@ absl::Status Collector::WithValue(
     const std::function<absl::Status(absl::Span<const char>)>& fn) const {
   if (!value.meta.has_value()) return ReductionsOnly(value.meta.name(), value.where.global_step);
   if (value.data_loaded) return fn(absl::Span<const char>(value.data.data(), value.data.size()));
-  const std::string key =
-      ValueKey(trial.name(), value.where.global_step, value.where.worker, value.meta.name());
+  const std::string key = ValueKey(trial.name(), value.where.global_step, value.where.worker,
+                                   value.block_id, value.meta.name());
   std::shared_ptr<const std::string> bytes = value_cache_.Lookup(key);
   if (bytes == nullptr) {
     Value loaded = value;
     TK_RETURN_IF_ERROR(LoadValue(trial, &loaded));
     bytes = std::make_shared<const std::string>(std::move(loaded.data));
-    // A committed step can no longer change: its value may be kept.
-    if (static_cast<int64_t>(value.where.global_step) <= trial.CommittedThrough(value.where.worker)) {
-      value_cache_.Insert(key, bytes);
-    }
+    value_cache_.Insert(key, bytes);
   }
   return fn(absl::Span<const char>(bytes->data(), bytes->size()));
 }

@@ -71,6 +71,7 @@ class Collector {
     v1::TensorRecord meta;
     std::string data;
     bool data_loaded = false;  // `data` holds the value (always for small values)
+    uint64_t block_id = 0;     // the block holding the metadata (and names a large value)
   };
   // The record of `tensor` at (step, worker) as stored, newest write first;
   // std::nullopt when the index knows no block holding it.
@@ -83,9 +84,9 @@ class Collector {
   // Loads the bytes of a record read by ReadRecord; TensorUnavailableForStep
   // when only reductions were saved.
   absl::Status LoadValue(const Trial& trial, Value* value) const;
-  // Calls `fn` on the bytes of a record read by ReadRecord without copying
-  // them out of the store when they are not loaded (a reduction of a 4 MiB
-  // tensor then reads it once instead of twice).
+  // Calls `fn` on the bytes of a record read by ReadRecord. A large value is
+  // kept in the value cache for the next call (its key names its block, so
+  // the bytes under it never change).
   absl::Status WithValue(const Trial& trial, const Value& value,
                          const std::function<absl::Status(absl::Span<const char>)>& fn) const;
   // ReadRecord + LoadValue.

@@ -4,10 +4,10 @@
 // A rule worker typically asks for several reductions of the same tensor in
 // separate calls (min, then max, then a histogram); each used to read the
 // value out of LevelDB again (a pread and a copy: ~0.5 ms for 4 MiB, more
-// than computing the reduction). Only values of committed steps are cached:
-// those can no longer change (a rewrite is refused), so no entry is ever
-// stale. Built on LevelDB's sharded LRU cache; a value larger than a shard's
-// share (capacity / 16) is not kept.
+// than computing the reduction). Keys are value keys, which name the record
+// block of the write (storage/keys.h): a rewrite of a step goes to new keys,
+// so an entry is never stale. Built on LevelDB's sharded LRU cache; a value
+// larger than a shard's share (capacity / 16) is not kept.
 //
 // Thread safety: every method is thread-safe.
 #ifndef TENSORKEEP_SERVER_VALUE_CACHE_H_

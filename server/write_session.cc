@@ -204,11 +204,16 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
   w.update.records.reserve(n);
   RecordBlockBuilder block;
   BlockRef ref;
-  std::vector<int> large;  // records whose values go beside their blocks
+  // Records whose values go beside their blocks: those of the block being
+  // built, then with the id of their block.
+  std::vector<int> block_large;
+  std::vector<std::pair<int, uint64_t>> large;
   const auto flush = [&]() {
     if (block.count() == 0) return;
     ref.id = collector_->NewBlockId();
     w.batch->Put(BlockKey(trial_->name(), ref.step, worker_, ref.id), block.Finish());
+    for (int i : block_large) large.emplace_back(i, ref.id);
+    block_large.clear();
     w.update.blocks.push_back(std::move(ref));
     ref = BlockRef{};
   };
@@ -225,7 +230,7 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
     }
     ref.last_name = r.name();
     const bool inline_value = StoresInline(r);
-    if (!inline_value) large.push_back(i);
+    if (!inline_value) block_large.push_back(i);
     block.Add(r.name(), EncodeRecordMeta(r), inline_value ? std::string_view(r.data()) : "");
     IndexedRecord rec;
     rec.name = inline_value ? std::move(*r.mutable_name()) : r.name();
@@ -241,9 +246,9 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
   // value once, instead of doubling to twice the message when a small block
   // entry follows a large value (which doubled the collector's memory per
   // queued megabyte).
-  for (int i : large) {
+  for (const auto& [i, block_id] : large) {
     const v1::TensorRecord& r = records[i];
-    w.batch->Put(ValueKey(trial_->name(), r.step(), worker_, r.name()), r.data());
+    w.batch->Put(ValueKey(trial_->name(), r.step(), worker_, block_id, r.name()), r.data());
   }
   return w;
 }

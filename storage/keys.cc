@@ -60,8 +60,8 @@ std::string BlockKey(std::string_view trial, uint64_t step, std::string_view wor
   return KeyBuilder(KeyFamily::kBlock).Str(trial).U64(step).Str(worker).U64(block_id).Take();
 }
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
-                     std::string_view name) {
-  return KeyBuilder(KeyFamily::kValue).Str(trial).U64(step).Str(worker).Str(name).Take();
+                     uint64_t block_id, std::string_view name) {
+  return KeyBuilder(KeyFamily::kValue).Str(trial).U64(step).Str(worker).U64(block_id).Str(name).Take();
 }
 std::string RuleKey(std::string_view trial, std::string_view rule) {
   return KeyBuilder(KeyFamily::kRule).Str(trial).Str(rule).Take();

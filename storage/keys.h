@@ -10,8 +10,9 @@
 //   kBlock      trial, step, worker, block id  -> RecordBlock (storage/record_block.h):
 //                                                the metadata of several records,
 //                                                and the bytes of the small ones
-//   kValue      trial, step, worker, name      -> raw little-endian bytes of a
-//                                                value too large for its block
+//   kValue      trial, step, worker, block id, -> raw little-endian bytes of a
+//               name                             value too large for its block
+//                                                (the block holding its metadata)
 //   kRule       trial, rule                    -> RuleStatus
 //
 // Blocks and values are step-major (global step before worker and name) so
@@ -20,7 +21,9 @@
 // records: every insert landed at a random place of the memtable). Block ids
 // are unique in the database and increase with time, so that the newest
 // block wins when a record was written twice. The blocks rebuild the
-// in-memory index at start-up without reading any large value.
+// in-memory index at start-up without reading any large value. A large
+// value's key names its block, so that its bytes and its metadata are always
+// of the same write, and the bytes under a key never change.
 #ifndef TENSORKEEP_STORAGE_KEYS_H_
 #define TENSORKEEP_STORAGE_KEYS_H_
 
@@ -42,7 +45,7 @@ enum class KeyFamily : uint8_t {
 
 // The version of this key schema and its values, stored under FormatKey().
 // A server refuses a database of another version instead of misreading it.
-inline constexpr char kStorageFormat[] = "tensorkeep-storage-3";
+inline constexpr char kStorageFormat[] = "tensorkeep-storage-4";
 
 // Longest string a key component may hold (the length prefix is 2 bytes).
 inline constexpr size_t kMaxKeyComponent = 0xFFFF;
@@ -81,7 +84,7 @@ std::string WorkerKey(std::string_view trial, std::string_view worker);
 std::string BlockKey(std::string_view trial, uint64_t step, std::string_view worker,
                      uint64_t block_id);
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
-                     std::string_view name);
+                     uint64_t block_id, std::string_view name);
 std::string RuleKey(std::string_view trial, std::string_view rule);
 
 // The prefix shared by every key of `family` (and, when given, of `trial`).

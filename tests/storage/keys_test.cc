@@ -12,32 +12,36 @@ namespace tensorkeep {
 namespace {
 
 TEST(KeysTest, ValueKeyRoundTrips) {
-  const std::string key = ValueKey("trial-1", 123456789012345ull, "worker_3", "layer/1:weight");
+  const std::string key =
+      ValueKey("trial-1", 123456789012345ull, "worker_3", 77, "layer/1:weight");
   KeyReader r(key);
   KeyFamily f;
   std::string_view trial, worker, name;
-  uint64_t step;
+  uint64_t step, block_id;
   ASSERT_TRUE(r.Family(&f));
   EXPECT_EQ(f, KeyFamily::kValue);
   ASSERT_TRUE(r.Str(&trial));
   ASSERT_TRUE(r.U64(&step));
   ASSERT_TRUE(r.Str(&worker));
+  ASSERT_TRUE(r.U64(&block_id));
   ASSERT_TRUE(r.Str(&name));
   EXPECT_TRUE(r.AtEnd());
   EXPECT_EQ(trial, "trial-1");
   EXPECT_EQ(step, 123456789012345ull);
   EXPECT_EQ(worker, "worker_3");
+  EXPECT_EQ(block_id, 77u);
   EXPECT_EQ(name, "layer/1:weight");
 }
 
 TEST(KeysTest, ValueKeyRoundTripsNamesWithSeparatorsAndZeros) {
   const std::string name("a\0b/c", 5);
-  const std::string key = ValueKey("t", 7, "w", name);
+  const std::string key = ValueKey("t", 7, "w", 1, name);
   KeyReader r(key);
   KeyFamily f;
   std::string_view trial, got, worker;
-  uint64_t step;
-  ASSERT_TRUE(r.Family(&f) && r.Str(&trial) && r.U64(&step) && r.Str(&worker) && r.Str(&got));
+  uint64_t step, block_id;
+  ASSERT_TRUE(r.Family(&f) && r.Str(&trial) && r.U64(&step) && r.Str(&worker) &&
+              r.U64(&block_id) && r.Str(&got));
   EXPECT_EQ(got, name);
   EXPECT_EQ(step, 7u);
   EXPECT_EQ(worker, "w");
@@ -65,7 +69,7 @@ TEST(KeysTest, StepsSortNumericallyNotLexically) {
   std::vector<uint64_t> steps = {0, 1, 2, 9, 10, 11, 99, 100, 255, 256, 65535, 65536,
                                  1ull << 32, (1ull << 62) - 1};
   std::vector<std::string> keys;
-  for (uint64_t s : steps) keys.push_back(ValueKey("trial", s, "worker_0", "x"));
+  for (uint64_t s : steps) keys.push_back(ValueKey("trial", s, "worker_0", 1, "x"));
   std::vector<std::string> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(sorted, keys);
@@ -73,15 +77,15 @@ TEST(KeysTest, StepsSortNumericallyNotLexically) {
 
 TEST(KeysTest, ValueKeysAreStepMajor) {
   // Every worker's value at step 1 sorts before any value at step 2.
-  EXPECT_LT(ValueKey("t", 1, "worker_9", "zzz"), ValueKey("t", 2, "worker_0", "aaa"));
-  EXPECT_LT(ValueKey("t", 1, "worker_0", "zzz"), ValueKey("t", 1, "worker_1", "aaa"));
+  EXPECT_LT(ValueKey("t", 1, "worker_9", 9, "zzz"), ValueKey("t", 2, "worker_0", 1, "aaa"));
+  EXPECT_LT(ValueKey("t", 1, "worker_0", 9, "zzz"), ValueKey("t", 1, "worker_1", 1, "aaa"));
 }
 
 TEST(KeysTest, NoTwoDistinctComponentListsShareAKey) {
   // Names containing what a separator-based encoding would use cannot collide.
   EXPECT_NE(RuleKey("a", "bc"), RuleKey("ab", "c"));
   EXPECT_NE(WorkerKey("ab", "c"), WorkerKey("a", "bc"));
-  EXPECT_NE(ValueKey("t", 1, "w", "n"), ValueKey("t", 1, "w", std::string("n\0\0", 3)));
+  EXPECT_NE(ValueKey("t", 1, "w", 1, "n"), ValueKey("t", 1, "w", 1, std::string("n\0\0", 3)));
 }
 
 TEST(KeysTest, FamiliesAndTrialsArePrefixes) {
@@ -92,13 +96,14 @@ TEST(KeysTest, FamiliesAndTrialsArePrefixes) {
 }
 
 TEST(KeysTest, ReaderRejectsTruncatedKeys) {
-  const std::string key = ValueKey("trial", 5, "worker_0", "name");
+  const std::string key = ValueKey("trial", 5, "worker_0", 1, "name");
   for (size_t n = 0; n < key.size(); ++n) {
     KeyReader r(std::string_view(key).substr(0, n));
     KeyFamily f;
     std::string_view a, b, c;
-    uint64_t s;
-    const bool ok = r.Family(&f) && r.Str(&a) && r.U64(&s) && r.Str(&b) && r.Str(&c);
+    uint64_t s, id;
+    const bool ok =
+        r.Family(&f) && r.Str(&a) && r.U64(&s) && r.Str(&b) && r.U64(&id) && r.Str(&c);
     EXPECT_FALSE(ok) << "prefix of length " << n << " parsed";
   }
 }
@@ -109,12 +114,12 @@ TEST(KeysTest, RandomRoundTrips) {
     std::string name(rng() % 300, '\0');
     for (char& c : name) c = static_cast<char>(rng());
     const uint64_t step = rng() >> 2;
-    const std::string key = ValueKey("trial", step, "w", name);
+    const std::string key = ValueKey("trial", step, "w", 1, name);
     KeyReader r(key);
     KeyFamily f;
     std::string_view t, n, w;
-    uint64_t s;
-    ASSERT_TRUE(r.Family(&f) && r.Str(&t) && r.U64(&s) && r.Str(&w) && r.Str(&n));
+    uint64_t s, id;
+    ASSERT_TRUE(r.Family(&f) && r.Str(&t) && r.U64(&s) && r.Str(&w) && r.U64(&id) && r.Str(&n));
     EXPECT_EQ(n, name);
     EXPECT_EQ(s, step);
     EXPECT_TRUE(r.AtEnd());
