@@ -81,7 +81,14 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
   for (const IndexedRecord& r : update.records) {
     if (previous == nullptr || previous->step != r.step || previous->mode != r.mode ||
         previous->mode_step != r.mode_step) {
-      steps_[r.step] = StepInfo{r.mode, r.mode_step};
+      if (steps_.insert_or_assign(r.step, StepInfo{r.mode, r.mode_step}).second) {
+        // Steps arrive in increasing order but for the odd late one.
+        if (step_list_.empty() || step_list_.back() < r.step) {
+          step_list_.push_back(r.step);
+        } else {
+          step_list_.insert(std::lower_bound(step_list_.begin(), step_list_.end(), r.step), r.step);
+        }
+      }
       if (!IsGlobalMode(r.mode)) mode_steps_[r.mode][r.mode_step] = r.step;
     }
     previous = &r;
@@ -215,20 +222,44 @@ absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplet
       out.push_back(info.mode_step);
     }
   };
+  if (tensor.empty() && IsGlobalMode(mode)) {
+    // Visibility is a prefix of the steps: the visible global steps in range
+    // are one slice of the sorted list.
+    int64_t visible_through = tracker_.complete_through();
+    if (show_incomplete) visible_through = std::max(visible_through, tracker_.any_committed_through());
+    if (visible_through < 0) return out;
+    uint64_t end_step = static_cast<uint64_t>(visible_through);  // inclusive
+    if (range_end != 0) end_step = std::min(end_step, range_end - 1);
+    if (range_end != 0 && range_end <= range_begin) return out;
+    auto first = std::lower_bound(step_list_.begin(), step_list_.end(), range_begin);
+    auto last = std::upper_bound(first, step_list_.end(), end_step);
+    out.assign(first, last);
+    return out;
+  }
   if (tensor.empty()) {
+    // Visibility is a prefix of the steps: stop at the first invisible one.
     auto it = steps_.lower_bound(range_begin);
-    for (; it != steps_.end(); ++it) {
-      if (range_end != 0 && it->first >= range_end) break;
-      if (!VisibleLocked(it->first, show_incomplete)) break;  // visibility is a prefix
-      emit(it->first, it->second);
+    auto end = steps_.end();
+    for (; it != end; ++it) {
+      const uint64_t g = it->first;
+      if ((range_end != 0 && g >= range_end) || !VisibleLocked(g, show_incomplete)) break;
+      if (IsGlobalMode(mode)) {
+        out.push_back(g);
+      } else if (it->second.mode == mode) {
+        out.push_back(it->second.mode_step);
+      }
     }
     return out;
   }
   auto entry = FindTensorLocked(tensor);
   if (!entry.ok()) return entry.status();
+  // Both maps are in step order: walk them together instead of a lookup per
+  // step.
+  auto si = steps_.begin();
   for (const auto& [g, workers] : (*entry)->steps) {
-    auto si = steps_.find(g);
-    if (si != steps_.end()) emit(g, si->second);
+    while (si != steps_.end() && si->first < g) ++si;
+    if (si == steps_.end()) break;
+    if (si->first == g) emit(g, si->second);
   }
   return out;
 }

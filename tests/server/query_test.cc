@@ -73,6 +73,36 @@ TEST_F(QueryTest, StepsModesAndMappings) {
   EXPECT_THAT(*t.Workers(), ElementsAre("worker_0"));
 }
 
+TEST_F(QueryTest, StepsArrivingOutOfOrderAreListedInOrderAndByRange) {
+  // Two workers: worker_1 saves the even steps first, worker_0 the odd ones
+  // after, so every odd step is new and lower than the highest known.
+  {
+    auto w1 = OpenWriter("late", "worker_1", 2);
+    for (uint64_t s : {0, 2, 4, 6}) ASSERT_TRUE(w1->Write(Float32Record("x", s, 4, 1, 4, s)).ok());
+    ASSERT_TRUE(w1->EndStep(7).ok());
+    ASSERT_TRUE(w1->Flush().ok());
+    auto w0 = OpenWriter("late", "worker_0", 2);
+    for (uint64_t s : {5, 1, 3}) ASSERT_TRUE(w0->Write(Float32Record("y", s, 4, 1, 4, s)).ok());
+    ASSERT_TRUE(w0->Flush().ok());
+    auto t = TrialOf("late");
+    // worker_0 committed nothing yet: no step is complete, all are visible
+    // as incomplete (some worker committed through 7).
+    EXPECT_THAT(*t.Steps(), ElementsAre());
+    EXPECT_THAT(*t.Steps(client::kGlobal, /*show_incomplete_steps=*/true),
+                ElementsAre(0, 1, 2, 3, 4, 5, 6));
+    ASSERT_TRUE(w0->EndStep(3).ok());
+    ASSERT_TRUE(w0->Flush().ok());
+    EXPECT_THAT(*t.Steps(), ElementsAre(0, 1, 2, 3));
+    ASSERT_TRUE(w0->Close(true).ok());
+    ASSERT_TRUE(w1->Close(true).ok());
+  }
+  auto t = TrialOf("late");
+  EXPECT_THAT(*t.Steps(), ElementsAre(0, 1, 2, 3, 4, 5, 6));
+  Restart();
+  t = TrialOf("late");
+  EXPECT_THAT(*t.Steps(), ElementsAre(0, 1, 2, 3, 4, 5, 6)) << "rebuilt from the store";
+}
+
 TEST_F(QueryTest, TensorNamesFilterByStepModeRegexAndCollection) {
   WriteMlp();
   auto t = TrialOf("mlp");
