@@ -196,93 +196,42 @@ void WaitReactor::OnDone() {
 
 // ---------------------------------------------------------------- watch steps
 //
-// Every entry point (constructor, subscription callback, OnWriteDone,
-// OnCancel) runs under the guard's mutex, and OnDone takes it before deleting
-// the reactor: so no entry point can see the reactor deleted under it.
+// Every entry point of a watch (TrialWatchReactor::Start, the subscription
+// callback, OnWriteDone, OnCancel) runs under the guard's mutex, and OnDone
+// takes it before deleting the reactor: so no entry point can see the reactor
+// deleted under it.
 
 WatchStepsReactor::WatchStepsReactor(std::shared_ptr<Trial> trial, uint64_t from_step)
-    : trial_(std::move(trial)),
-      guard_(std::make_shared<ReactorGuard<WatchStepsReactor>>()),
-      cursor_(from_step) {
-  std::shared_ptr<ReactorGuard<WatchStepsReactor>> self = guard_;
-  std::lock_guard<std::mutex> lock(self->mu);
-  self->reactor = this;
-  std::weak_ptr<ReactorGuard<WatchStepsReactor>> weak = guard_;
-  subscription_ = trial_->Subscribe([weak] {
-    if (auto g = weak.lock()) {
-      std::lock_guard<std::mutex> lock(g->mu);
-      if (g->reactor != nullptr) g->reactor->PumpLocked();
-    }
-  });
-  PumpLocked();
+    : TrialWatchReactor(std::move(trial)), cursor_(from_step) {
+  Start();
 }
 
 void WatchStepsReactor::PumpLocked() {
   if (writing_ || finished_) return;
   auto next = trial_->CompleteStepsFrom(cursor_, 1);
-  event_.Clear();
+  message_.Clear();
   if (!next.empty()) {
-    event_.set_step(next[0].first);
-    event_.set_mode(static_cast<v1::Mode>(next[0].second.mode));
-    event_.set_mode_step(next[0].second.mode_step);
+    message_.set_step(next[0].first);
+    message_.set_mode(static_cast<v1::Mode>(next[0].second.mode));
+    message_.set_mode_step(next[0].second.mode_step);
     cursor_ = next[0].first + 1;
     writing_ = true;
-    StartWrite(&event_);
+    StartWrite(&message_);
     return;
   }
   if (trial_->ended()) {
     // Every step is complete after the end, so none is left to send.
-    event_.set_end_of_trial(true);
+    message_.set_end_of_trial(true);
     finished_ = true;
-    StartWriteAndFinish(&event_, grpc::WriteOptions(), grpc::Status::OK);
+    StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
   }
-}
-
-void WatchStepsReactor::OnWriteDone(bool ok) {
-  std::shared_ptr<ReactorGuard<WatchStepsReactor>> self = guard_;
-  std::lock_guard<std::mutex> lock(self->mu);
-  writing_ = false;
-  if (finished_) return;
-  if (!ok) {
-    finished_ = true;
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-    return;
-  }
-  PumpLocked();
-}
-
-void WatchStepsReactor::OnCancel() {
-  std::shared_ptr<ReactorGuard<WatchStepsReactor>> self = guard_;
-  std::lock_guard<std::mutex> lock(self->mu);
-  if (finished_ || writing_) return;  // a pending write fails and finishes
-  finished_ = true;
-  Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
-}
-
-void WatchStepsReactor::OnDone() {
-  std::shared_ptr<ReactorGuard<WatchStepsReactor>> self = guard_;
-  {
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->reactor = nullptr;
-  }
-  delete this;
 }
 
 // ---------------------------------------------------------------- watch rules
 
 WatchRulesReactor::WatchRulesReactor(std::shared_ptr<Trial> trial)
-    : trial_(std::move(trial)), guard_(std::make_shared<ReactorGuard<WatchRulesReactor>>()) {
-  std::shared_ptr<ReactorGuard<WatchRulesReactor>> self = guard_;
-  std::lock_guard<std::mutex> lock(self->mu);
-  self->reactor = this;
-  std::weak_ptr<ReactorGuard<WatchRulesReactor>> weak = guard_;
-  subscription_ = trial_->Subscribe([weak] {
-    if (auto g = weak.lock()) {
-      std::lock_guard<std::mutex> lock(g->mu);
-      if (g->reactor != nullptr) g->reactor->PumpLocked();
-    }
-  });
-  PumpLocked();
+    : TrialWatchReactor(std::move(trial)) {
+  Start();
 }
 
 void WatchRulesReactor::PumpLocked() {
@@ -291,41 +240,11 @@ void WatchRulesReactor::PumpLocked() {
     auto it = sent_.find(rs.rule());
     if (it != sent_.end() && it->second >= rs.updated_unix()) continue;
     sent_[rs.rule()] = rs.updated_unix();
-    status_ = rs;
+    message_ = rs;
     writing_ = true;
-    StartWrite(&status_);
+    StartWrite(&message_);
     return;
   }
-}
-
-void WatchRulesReactor::OnWriteDone(bool ok) {
-  std::shared_ptr<ReactorGuard<WatchRulesReactor>> self = guard_;
-  std::lock_guard<std::mutex> lock(self->mu);
-  writing_ = false;
-  if (finished_) return;
-  if (!ok) {
-    finished_ = true;
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-    return;
-  }
-  PumpLocked();
-}
-
-void WatchRulesReactor::OnCancel() {
-  std::shared_ptr<ReactorGuard<WatchRulesReactor>> self = guard_;
-  std::lock_guard<std::mutex> lock(self->mu);
-  if (finished_ || writing_) return;
-  finished_ = true;
-  Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
-}
-
-void WatchRulesReactor::OnDone() {
-  std::shared_ptr<ReactorGuard<WatchRulesReactor>> self = guard_;
-  {
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->reactor = nullptr;
-  }
-  delete this;
 }
 
 }  // namespace tensorkeep

@@ -87,46 +87,95 @@ class WaitReactor : public grpc::ServerUnaryReactor {
   bool completed_ = false;
 };
 
-// Sends each newly complete step from `from_step` on, then end_of_trial.
-class WatchStepsReactor : public grpc::ServerWriteReactor<v1::StepEvent> {
+// The shared part of the watches: a subscription to the trial that calls
+// PumpLocked after each commit, one write at a time, and the end of the call
+// when the client goes away. Subclasses say what to send next (PumpLocked,
+// with guard_->mu held): they fill message_, set writing_ and StartWrite (or
+// set finished_ and StartWriteAndFinish), or send nothing yet.
+template <typename Message>
+class TrialWatchReactor : public grpc::ServerWriteReactor<Message> {
  public:
-  WatchStepsReactor(std::shared_ptr<Trial> trial, uint64_t from_step);
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
+  void OnWriteDone(bool ok) override {
+    std::shared_ptr<Guard> self = guard_;
+    std::lock_guard<std::mutex> lock(self->mu);
+    writing_ = false;
+    if (finished_) return;
+    if (!ok) {
+      finished_ = true;
+      this->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+    PumpLocked();
+  }
+  void OnCancel() override {
+    std::shared_ptr<Guard> self = guard_;
+    std::lock_guard<std::mutex> lock(self->mu);
+    if (finished_ || writing_) return;  // a pending write fails and finishes
+    finished_ = true;
+    this->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+  }
+  void OnDone() override {
+    std::shared_ptr<Guard> self = guard_;
+    {
+      std::lock_guard<std::mutex> lock(self->mu);
+      self->reactor = nullptr;
+    }
+    delete this;
+  }
 
- private:
-  void PumpLocked();  // guard_->mu held
+ protected:
+  using Guard = ReactorGuard<TrialWatchReactor>;
 
-  std::shared_ptr<Trial> trial_;
-  std::shared_ptr<ReactorGuard<WatchStepsReactor>> guard_;
-  std::shared_ptr<TrialSubscription> subscription_;
+  explicit TrialWatchReactor(std::shared_ptr<Trial> trial)
+      : trial_(std::move(trial)), guard_(std::make_shared<Guard>()) {}
+  // Subscribes and sends what is already there; called last by the
+  // subclass's constructor (PumpLocked is not callable before).
+  void Start() {
+    std::shared_ptr<Guard> self = guard_;
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->reactor = this;
+    std::weak_ptr<Guard> weak = guard_;
+    subscription_ = trial_->Subscribe([weak] {
+      if (auto g = weak.lock()) {
+        std::lock_guard<std::mutex> lock(g->mu);
+        if (g->reactor != nullptr) g->reactor->PumpLocked();
+      }
+    });
+    PumpLocked();
+  }
+  virtual void PumpLocked() = 0;  // guard_->mu held
+
+  const std::shared_ptr<Trial> trial_;
   // Guarded by guard_->mu.
-  uint64_t cursor_;
   bool writing_ = false;
   bool finished_ = false;
-  v1::StepEvent event_;
+  Message message_;
+
+ private:
+  std::shared_ptr<Guard> guard_;
+  std::shared_ptr<TrialSubscription> subscription_;
+};
+
+// Sends each newly complete step from `from_step` on, then end_of_trial.
+class WatchStepsReactor : public TrialWatchReactor<v1::StepEvent> {
+ public:
+  WatchStepsReactor(std::shared_ptr<Trial> trial, uint64_t from_step);
+
+ private:
+  void PumpLocked() override;
+
+  uint64_t cursor_;  // guarded by guard_->mu
 };
 
 // Sends every rule status of the trial, then each change, until cancelled.
-class WatchRulesReactor : public grpc::ServerWriteReactor<v1::RuleStatus> {
+class WatchRulesReactor : public TrialWatchReactor<v1::RuleStatus> {
  public:
   explicit WatchRulesReactor(std::shared_ptr<Trial> trial);
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
 
  private:
-  void PumpLocked();  // guard_->mu held
+  void PumpLocked() override;
 
-  std::shared_ptr<Trial> trial_;
-  std::shared_ptr<ReactorGuard<WatchRulesReactor>> guard_;
-  std::shared_ptr<TrialSubscription> subscription_;
-  // Guarded by guard_->mu.
-  std::map<std::string, double> sent_;  // rule -> updated_unix sent
-  bool writing_ = false;
-  bool finished_ = false;
-  v1::RuleStatus status_;
+  std::map<std::string, double> sent_;  // rule -> updated_unix sent; guarded by guard_->mu
 };
 
 }  // namespace tensorkeep
