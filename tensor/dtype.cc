@@ -134,6 +134,20 @@ absl::StatusOr<DType> ParseDType(std::string_view name) {
                     [](std::string* out, DType d) { out->append(std::string(DTypeName(d))); })));
 }
 
+absl::StatusOr<size_t> ElementCount(DType dtype, absl::Span<const char> data) {
+  if (!IsValidDType(static_cast<int>(dtype))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid dtype ", static_cast<int>(dtype), " (expected 1..9)"));
+  }
+  const size_t item = DTypeSize(dtype);
+  if (data.size() % item != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor data has ", data.size(), " bytes, not a multiple of the ", item,
+                     "-byte size of ", std::string(DTypeName(dtype))));
+  }
+  return data.size() / item;
+}
+
 absl::Status CheckValueSize(DType dtype, absl::Span<const int64_t> shape, size_t bytes) {
   if (!IsValidDType(static_cast<int>(dtype))) {
     return absl::InvalidArgumentError(

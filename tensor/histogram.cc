@@ -8,28 +8,12 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tensorkeep {
 namespace {
 
 constexpr int kMaxBins = 1000000;
-
-// Elements converted to float64 at a time.
-constexpr size_t kBlockSize = 1024;
-
-// Calls `visit(block, count)` for consecutive blocks of the tensor's elements
-// converted to float64.
-template <typename Visit>
-void ForEachBlock(DType dtype, absl::Span<const char> data, Visit visit) {
-  const size_t item = DTypeSize(dtype);
-  const size_t n = data.size() / item;
-  double block[kBlockSize];
-  for (size_t start = 0; start < n; start += kBlockSize) {
-    const size_t count = std::min(kBlockSize, n - start);
-    ConvertToFloat64(dtype, data.data() + start * item, count, block);
-    visit(static_cast<const double*>(block), count);
-  }
-}
 
 // The min and max of the finite values among x[0..n); (inf, -inf) if none.
 std::pair<double, double> FiniteMinMax(const double* x, size_t n) {
@@ -48,16 +32,7 @@ std::pair<double, double> FiniteMinMax(const double* x, size_t n) {
 
 absl::StatusOr<Histogram> ComputeHistogram(DType dtype, absl::Span<const char> data, int bins,
                                            std::optional<std::pair<double, double>> range) {
-  if (!IsValidDType(static_cast<int>(dtype))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid dtype ", static_cast<int>(dtype), " (expected 1..9)"));
-  }
-  const size_t item = DTypeSize(dtype);
-  if (data.size() % item != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor data has ", data.size(), " bytes, not a multiple of the ", item,
-                     "-byte size of ", std::string(DTypeName(dtype))));
-  }
+  TK_RETURN_IF_ERROR(ElementCount(dtype, data).status());
   if (bins < 1 || bins > kMaxBins) {
     return absl::InvalidArgumentError(
         absl::StrCat("histogram bins must be in [1, ", kMaxBins, "], got ", bins));
@@ -75,7 +50,7 @@ absl::StatusOr<Histogram> ComputeHistogram(DType dtype, absl::Span<const char> d
     // without the NaNs and infinities (with which numpy gives up).
     double min = std::numeric_limits<double>::infinity();
     double max = -min;
-    ForEachBlock(dtype, data, [&](const double* x, size_t count) {
+    ForEachAsFloat64(dtype, data, [&](const double* x, size_t count) {
       const auto [block_min, block_max] = FiniteMinMax(x, count);
       min = std::min(min, block_min);
       max = std::max(max, block_max);
@@ -117,7 +92,7 @@ absl::StatusOr<Histogram> ComputeHistogram(DType dtype, absl::Span<const char> d
   const double* edges = histogram.edges.data();
   uint64_t* counts = histogram.counts.data();
   uint64_t nan_count = 0, outside_count = 0;
-  ForEachBlock(dtype, data, [&](const double* x, size_t count) {
+  ForEachAsFloat64(dtype, data, [&](const double* x, size_t count) {
     for (size_t i = 0; i < count; ++i) {
       const double v = x[i];
       if (!(v >= lo && v <= hi)) {  // also true for NaN

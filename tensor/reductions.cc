@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace tensorkeep {
 namespace {
@@ -30,9 +31,6 @@ constexpr std::pair<ReductionKind, std::string_view> kReductionNames[] = {
     {ReductionKind::kL1, "l1"},
     {ReductionKind::kL2, "l2"}};
 
-// Elements converted to float64 per block: 8 KiB, so a block is still in L1
-// when the kernel reads it back.
-constexpr size_t kBlockSize = 1024;
 
 // The accumulators a kernel may compute, as bits of its mask. Every spec needs
 // one group; a call computes the union of its specs' groups.
@@ -379,17 +377,13 @@ void MinMaxFloat32(const char* data, size_t n, bool plain, bool abs, Totals* tot
 // give every kernel and every combination of reductions the same bits: a
 // zero min is -0.0 when the data hold a -0.0, a zero max is +0.0 when they
 // hold a +0.0. (|x| has no negative zero.) Only called when a result is zero.
-void ResolveZeroSigns(DType dtype, const char* data, size_t n, Totals* totals) {
-  const size_t item = DTypeSize(dtype);
+void ResolveZeroSigns(DType dtype, absl::Span<const char> data, Totals* totals) {
   bool negative = false, positive = false;
-  alignas(64) double block[kBlockSize];
-  for (size_t start = 0; start < n && !(negative && positive); start += kBlockSize) {
-    const size_t count = std::min(kBlockSize, n - start);
-    ConvertToFloat64(dtype, data + start * item, count, block);
+  ForEachAsFloat64(dtype, data, [&](const double* x, size_t count) {
     for (size_t i = 0; i < count; ++i) {
-      if (block[i] == 0.0) (std::signbit(block[i]) ? negative : positive) = true;
+      if (x[i] == 0.0) (std::signbit(x[i]) ? negative : positive) = true;
     }
-  }
+  });
   if (totals->min == 0.0) totals->min = negative ? -0.0 : 0.0;
   if (totals->max == 0.0) totals->max = positive ? 0.0 : -0.0;
 }
@@ -455,17 +449,7 @@ std::string_view ReductionName(ReductionKind kind) {
 
 absl::StatusOr<std::vector<double>> ComputeReductions(DType dtype, absl::Span<const char> data,
                                                       absl::Span<const ReductionSpec> specs) {
-  if (!IsValidDType(static_cast<int>(dtype))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid dtype ", static_cast<int>(dtype), " (expected 1..9)"));
-  }
-  const size_t item = DTypeSize(dtype);
-  if (data.size() % item != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor data has ", data.size(), " bytes, not a multiple of the ", item,
-                     "-byte size of ", std::string(DTypeName(dtype))));
-  }
-  const size_t n = data.size() / item;
+  TK_ASSIGN_OR_RETURN(const size_t n, ElementCount(dtype, data));
   unsigned mask = 0;
   for (const ReductionSpec& spec : specs) {
     const unsigned group = GroupOf(spec);
@@ -488,17 +472,14 @@ absl::StatusOr<std::vector<double>> ComputeReductions(DType dtype, absl::Span<co
     const Shifts shifts =
         (mask & (kMoments | kAbsMoments)) != 0 ? ChooseShifts(dtype, data.data(), n) : Shifts{};
     const BlockKernel kernel = kKernels[mask];
-    alignas(64) double block[kBlockSize];
-    for (size_t start = 0; start < n; start += kBlockSize) {
-      const size_t count = std::min(kBlockSize, n - start);
-      ConvertToFloat64(dtype, data.data() + start * item, count, block);
-      kernel(block, count, shifts, &totals);
-    }
+    ForEachAsFloat64(dtype, data, [&](const double* x, size_t count) {
+      kernel(x, count, shifts, &totals);
+    });
   }
 
   if ((mask & kMinMax) != 0 && n > 0 && !totals.saw_nan &&
       (totals.min == 0.0 || totals.max == 0.0)) {
-    ResolveZeroSigns(dtype, data.data(), n, &totals);
+    ResolveZeroSigns(dtype, data, &totals);
   }
 
   const double count = static_cast<double>(n);
