@@ -221,6 +221,23 @@ absl::StatusOr<std::vector<uint64_t>> Tensor::Steps(int mode, bool show_incomple
   return std::vector<uint64_t>(resp.steps().begin(), resp.steps().end());
 }
 
+namespace {
+
+// A value from the header (and first bytes) of a streamed one; moves the bytes.
+Value TakeValue(v1::TensorValue& m) {
+  Value v;
+  v.step = m.step();
+  v.mode = m.mode();
+  v.mode_step = m.mode_step();
+  v.worker = m.worker();
+  v.dtype = m.dtype();
+  v.shape.assign(m.shape().begin(), m.shape().end());
+  v.data = std::move(*m.mutable_data());
+  return v;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<Value>> Tensor::ReadValues(
     const std::function<std::unique_ptr<grpc::ClientReader<v1::TensorValue>>(grpc::ClientContext*)>&
         call) const {
@@ -232,27 +249,10 @@ absl::StatusOr<std::vector<Value>> Tensor::ReadValues(
   uint64_t expected = 0;
   while (reader->Read(&msg)) {
     // Further small values may be packed into the same message.
-    for (auto& b : *msg.mutable_batched()) {
-      Value v;
-      v.step = b.step();
-      v.mode = b.mode();
-      v.mode_step = b.mode_step();
-      v.worker = b.worker();
-      v.dtype = b.dtype();
-      v.shape.assign(b.shape().begin(), b.shape().end());
-      v.data = std::move(*b.mutable_data());
-      batched.push_back(std::move(v));
-    }
+    for (auto& b : *msg.mutable_batched()) batched.push_back(TakeValue(b));
     if (msg.header()) {
-      Value v;
-      v.step = msg.step();
-      v.mode = msg.mode();
-      v.mode_step = msg.mode_step();
-      v.worker = msg.worker();
-      v.dtype = msg.dtype();
-      v.shape.assign(msg.shape().begin(), msg.shape().end());
+      Value v = TakeValue(msg);
       expected = msg.value_size();
-      v.data = std::move(*msg.mutable_data());
       if (v.data.size() < expected) v.data.reserve(expected);
       out.push_back(std::move(v));
     } else if (!out.empty()) {
