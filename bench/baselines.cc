@@ -88,11 +88,8 @@ absl::StatusOr<Throughput> RawLevelDbIngest(const std::string& dir, const Ingest
       }
     });
   }
-  gate.Open();
-  const auto start = Clock::now();
-  for (auto& t : threads) t.join();
   Throughput out;
-  out.seconds = Since(start);
+  out.seconds = gate.OpenAndTime(threads);
   out.bytes = shape.bytes();
   out.records = shape.records();
   if (failed) return absl::InternalError("raw LevelDB write failed");
@@ -257,11 +254,8 @@ absl::StatusOr<Throughput> RawGrpcIngest(const std::string& address, int streams
       if (!s.ok() || summary.messages() != messages_per_stream) failed = true;
     });
   }
-  gate.Open();
-  const auto start = Clock::now();
-  for (auto& t : threads) t.join();
   Throughput out;
-  out.seconds = Since(start);
+  out.seconds = gate.OpenAndTime(threads);
   out.records = uint64_t(streams) * messages_per_stream;
   out.bytes = out.records * message_bytes;
   if (failed) return absl::InternalError("raw gRPC Sink stream failed");

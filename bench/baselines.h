@@ -17,11 +17,13 @@
 #ifndef TENSORKEEP_BENCH_BASELINES_H_
 #define TENSORKEEP_BENCH_BASELINES_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,6 +52,14 @@ class StartGate {
     cv_.wait(lock, [&] { return waiting_ <= 0; });
     open_ = true;
     cv_.notify_all();
+  }
+  // Open(), then joins `threads`: the seconds from the release until the
+  // last one ended (the measured time of every multi-threaded benchmark).
+  double OpenAndTime(std::vector<std::thread>& threads) {
+    Open();
+    const auto start = std::chrono::steady_clock::now();
+    for (auto& t : threads) t.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
  private:

@@ -325,11 +325,8 @@ class Bench {
         }
       });
     }
-    gate.Open();
-    const auto start = Clock::now();
-    for (auto& t : threads) t.join();
     Throughput out;
-    out.seconds = Since(start);
+    out.seconds = gate.OpenAndTime(threads);
     out.bytes = shape.bytes();
     out.records = shape.records();
     for (auto& writer : writers) {
