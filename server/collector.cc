@@ -264,30 +264,45 @@ absl::StatusOr<Collector::Value> Collector::ReadRecord(const Trial& trial,
   return std::move(*found);
 }
 
+namespace {
+
+std::string LargeValueKey(const Trial& trial, const Collector::Value& value) {
+  return ValueKey(trial.name(), value.where.global_step, value.where.worker, value.block_id,
+                  value.meta.name());
+}
+
+absl::Status CheckSize(const Collector::Value& value, size_t size) {
+  if (size == value.meta.value_size()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("value of tensor '", value.meta.name(), "' at step ",
+                                          value.where.global_step, " is truncated: ", size,
+                                          " of ", value.meta.value_size(), " bytes"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Collector::ReadLargeValue(const Value& value,
+                                                      const std::string& key) const {
+  TK_ASSIGN_OR_RETURN(auto data, store_->GetBulk(key));
+  if (!data.has_value()) {
+    return absl::DataLossError(absl::StrCat("value of tensor '", value.meta.name(), "' at step ",
+                                            value.where.global_step, " is missing"));
+  }
+  TK_RETURN_IF_ERROR(CheckSize(value, data->size()));
+  return std::move(*data);
+}
+
 absl::Status Collector::LoadValue(const Trial& trial, Value* value) const {
-  const std::string& tensor = value->meta.name();
-  const uint64_t step = value->where.global_step;
-  if (!value->meta.has_value()) return ReductionsOnly(tensor, step);
-  if (!value->data_loaded) {
-    const std::string key =
-        ValueKey(trial.name(), step, value->where.worker, value->block_id, tensor);
-    if (auto cached = value_cache_.Lookup(key)) {
-      value->data = *cached;
-    } else {
-      TK_ASSIGN_OR_RETURN(auto data, store_->GetBulk(key));
-      if (!data.has_value()) {
-        return absl::DataLossError(
-            absl::StrCat("value of tensor '", tensor, "' at step ", step, " is missing"));
-      }
-      value->data = std::move(*data);
-    }
-    value->data_loaded = true;
+  if (!value->meta.has_value()) {
+    return ReductionsOnly(value->meta.name(), value->where.global_step);
   }
-  if (value->data.size() != value->meta.value_size()) {
-    return absl::DataLossError(absl::StrCat("value of tensor '", tensor, "' at step ", step,
-                                            " is truncated: ", value->data.size(), " of ",
-                                            value->meta.value_size(), " bytes"));
+  if (value->data_loaded) return CheckSize(*value, value->data.size());
+  const std::string key = LargeValueKey(trial, *value);
+  if (auto cached = value_cache_.Lookup(key)) {
+    value->data = *cached;  // checked when it was kept
+  } else {
+    TK_ASSIGN_OR_RETURN(value->data, ReadLargeValue(*value, key));
   }
+  value->data_loaded = true;
   return absl::OkStatus();
 }
 
@@ -295,14 +310,15 @@ absl::Status Collector::WithValue(
     const Trial& trial, const Value& value,
     const std::function<absl::Status(absl::Span<const char>)>& fn) const {
   if (!value.meta.has_value()) return ReductionsOnly(value.meta.name(), value.where.global_step);
-  if (value.data_loaded) return fn(absl::Span<const char>(value.data.data(), value.data.size()));
-  const std::string key = ValueKey(trial.name(), value.where.global_step, value.where.worker,
-                                   value.block_id, value.meta.name());
+  if (value.data_loaded) {
+    TK_RETURN_IF_ERROR(CheckSize(value, value.data.size()));
+    return fn(absl::Span<const char>(value.data.data(), value.data.size()));
+  }
+  const std::string key = LargeValueKey(trial, value);
   std::shared_ptr<const std::string> bytes = value_cache_.Lookup(key);
   if (bytes == nullptr) {
-    Value loaded = value;
-    TK_RETURN_IF_ERROR(LoadValue(trial, &loaded));
-    bytes = std::make_shared<const std::string>(std::move(loaded.data));
+    TK_ASSIGN_OR_RETURN(std::string data, ReadLargeValue(value, key));
+    bytes = std::make_shared<const std::string>(std::move(data));
     value_cache_.Insert(key, bytes);
   }
   return fn(absl::Span<const char>(bytes->data(), bytes->size()));

@@ -111,6 +111,8 @@ class Collector {
   absl::Status Recover();
   // Submits and waits for the write to be durable.
   absl::Status SubmitAndWait(PendingWrite write);
+  // The size-checked bytes of a record's large value under `key` (its ValueKey).
+  absl::StatusOr<std::string> ReadLargeValue(const Value& value, const std::string& key) const;
 
   const CollectorOptions options_;
   TensorStore* const store_;
