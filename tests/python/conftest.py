@@ -17,10 +17,11 @@ import re
 import signal
 import subprocess
 import threading
+import time
 import uuid
 import weakref
 from concurrent import futures
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import grpc
 import pytest
@@ -200,6 +201,7 @@ class FakeCollector(pb_grpc.TensorKeepServicer):
         self.end_steps: List[int] = []
         self.closes: List[bool] = []
         self.messages = 0
+        self.record_messages: List[Tuple[float, int]] = []  # (arrival, records) of each RecordBatch
         self.max_message_bytes = 0
         self.records_seen = 0
         self.fail_after_records: Optional[int] = None
@@ -240,6 +242,7 @@ class FakeCollector(pb_grpc.TensorKeepServicer):
                 self.opens.append(req.open)
             elif kind == "records":
                 recs = list(req.records.records)
+                self.record_messages.append((time.monotonic(), len(recs)))
                 if self.fail_after_records is not None and self.records_seen + len(recs) > self.fail_after_records:
                     self.fail_after_records = None  # fail once
                     context.abort(grpc.StatusCode.UNAVAILABLE, "injected failure")

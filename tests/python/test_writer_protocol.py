@@ -3,11 +3,12 @@
 flush, backpressure, reconnection with resend, stop requests, failures."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
-from tensorkeep import Writer, modes
+from tensorkeep import Writer, _push, modes
 from tensorkeep.exceptions import BadRequest, WriterClosed
 from tensorkeep.writer import MAX_BATCH_BYTES
 
@@ -35,6 +36,54 @@ def test_batches_many_records_per_message(fake):
     assert f.opens[0].trial == "t" and f.opens[0].worker == "worker_0" and f.opens[0].num_workers == 2
     assert f.seqs[0] == list(range(1, len(f.seqs[0]) + 1))
     assert f.closes == [True]
+
+
+def test_a_steps_tensors_wake_the_sender_once_and_go_in_one_message(fake, monkeypatch):
+    # A training step's tensors arrive over the step (weights at the forward,
+    # gradients during the backward); each wake-up of the sending side is a
+    # context switch that preempts the training thread, so they wait for the
+    # end of the step (or a message's worth of bytes, or the linger).
+    monkeypatch.setattr(_push, "_LINGER_S", 30.0)
+    w = Writer(fake.url("t"))
+    vals = {f"t{i}": np.full(25_000, i, np.float32) for i in range(9)}  # 900 kB
+    for step in range(3):
+        for name, v in vals.items():
+            w.write_tensor(name, v + step, step=step)
+            time.sleep(0.005)
+        time.sleep(0.1)
+        assert fake.servicer.records_seen == 9 * step, "records were sent before the end of their step"
+        w.end_step(step)
+    w.flush()
+    assert [n for _, n in fake.servicer.record_messages] == [9, 9, 9]
+    assert np.array_equal(arrays_of(fake, "t8")[2], vals["t8"] + 2)
+    w.close()
+
+
+def test_records_without_an_end_step_are_sent_after_the_linger(fake, monkeypatch):
+    monkeypatch.setattr(_push, "_LINGER_S", 0.3)
+    w = Writer(fake.url("t"))
+    t0 = time.monotonic()
+    w.write_tensor("x", np.arange(4, dtype=np.float32), step=0)
+    deadline = t0 + 10
+    while fake.servicer.records_seen == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.servicer.records_seen == 1, "a record without end_step or flush was never sent"
+    assert fake.servicer.record_messages[0][0] - t0 >= 0.25
+    w.close()
+
+
+def test_a_message_worth_of_bytes_is_sent_without_waiting_for_the_step(fake, monkeypatch):
+    monkeypatch.setattr(_push, "_LINGER_S", 30.0)
+    w = Writer(fake.url("t"), max_queue_bytes=64 << 20)
+    big = np.ones(MAX_BATCH_BYTES // 4 // 2, np.float32)  # half a message each
+    for i in range(3):
+        w.write_tensor(f"b{i}", big, step=0)
+    deadline = time.monotonic() + 10
+    while fake.servicer.records_seen < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.servicer.records_seen >= 2 and fake.servicer.end_steps == []
+    w.close()
+    assert fake.servicer.records_seen == 3
 
 
 def test_large_values_are_chunked_below_4mib(fake):

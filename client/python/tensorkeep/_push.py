@@ -1,7 +1,11 @@
 """PushStream: the Push stream of one writer, behind a bounded queue.
 
 The caller's thread enqueues encoded records and control items (end of step,
-flush, close). gRPC's request thread pulls them through ``_requests()``, packs
+flush, close). Records wait in the queue until a control item, a message's
+worth of bytes (``_send_bytes``) or ``_LINGER_S`` after the first of them, so
+that a training step's tensors wake the sending side once or twice, not once
+per tensor: each wake-up is a context switch that preempts the training
+thread on a busy machine. gRPC's request thread pulls them through ``_requests()``, packs
 consecutive records into PushRequests of up to MAX_BATCH_BYTES (a larger value
 goes as a partial record followed by Chunk messages) and keeps every message
 until the collector acknowledges it. A thread of its own reads the acks and,
@@ -41,6 +45,9 @@ _AUTO_FLUSH_BYTES = 16 << 20
 # Fixed cost counted per record besides its data (bookkeeping, framing).
 _RECORD_OVERHEAD = 64
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
+# Records not followed by a control item or a message's worth of bytes are
+# sent this long after the first of them was queued.
+_LINGER_S = 0.1
 
 # Queue item kinds.
 _REC, _END, _FLUSH, _CLOSE = range(4)
@@ -128,6 +135,10 @@ class PushStream:
         # Guarded by _lock:
         self._queue: Deque[tuple] = _collections.deque()
         self._queued_bytes = 0
+        self._queued_since = 0.0  # when the queue last became non-empty
+        self._queued_controls = 0  # control items in the queue
+        self._send_all = False  # a caller waits for room: send without lingering
+        self._send_bytes = min(MAX_BATCH_BYTES, max(1, max_queue_bytes // 2))
         self._pending: Deque[_Pending] = _collections.deque()
         self._pending_bytes = 0
         self._unflushed_bytes = 0
@@ -192,6 +203,7 @@ class PushStream:
             self._closing = True
             if not already and self._error is None:
                 self._queue.append((_CLOSE, bool(end_of_training)))
+                self._queued_controls += 1
                 self._cond.notify_all()
         if already:
             return
@@ -216,13 +228,23 @@ class PushStream:
                 self._queued_bytes + self._pending_bytes + nbytes > limit
                 and self._queued_bytes + self._pending_bytes > 0
             ):
+                if self._queue and not self._send_all:
+                    self._send_all = True  # full: send what waits without lingering
+                    self._cond.notify_all()
                 self._cond.wait()
                 self._check_usable()
             was_empty = not self._queue
             self._queue.append(item)
             self._queued_bytes += nbytes
             if was_empty:
+                self._queued_since = time.monotonic()
+            if item[0] != _REC:
+                self._queued_controls += 1
                 self._cond.notify_all()
+            elif was_empty or (
+                self._queued_bytes >= self._send_bytes and self._queued_bytes - nbytes < self._send_bytes
+            ):
+                self._cond.notify_all()  # the packer starts its linger timer, or sends
 
     def _wait(self, predicate: Callable[[], bool], timeout: Optional[float], what: str) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -363,9 +385,15 @@ class PushStream:
                         return None
                     if self._pending and self._pending[-1].gid >= gid:
                         return self._pending[gid - self._pending[0].gid]
-                    if self._queue:
+                    if not self._queue:
+                        self._cond.wait()
+                        continue
+                    if self._queued_controls or self._send_all or self._queued_bytes >= self._send_bytes:
                         break
-                    self._cond.wait()
+                    left = self._queued_since + _LINGER_S - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 items = self._take_batch()
             built = self._build(items, seq)
             with self._cond:
@@ -383,6 +411,9 @@ class PushStream:
         q = self._queue
         first = q.popleft()
         if first[0] != _REC:
+            self._queued_controls -= 1
+            if not q:
+                self._send_all = False
             return [first]
         items = [first]
         size = _wire_size(first)
@@ -392,6 +423,8 @@ class PushStream:
                 break
             items.append(q.popleft())
             size += n
+        if not q:
+            self._send_all = False
         return items
 
     def _build(self, items: List[tuple], seq: int) -> List[_Pending]:
