@@ -511,7 +511,41 @@ class TestHookReductionsScalarsTensors:
         assert w.get("gradient/Sequential_2.weight", 0)["collections"] == ("default",)
 
 
+def _hooks_attached(model: torch.nn.Module, loss: torch.nn.Module) -> Tuple[int, int]:
+    """(forward hooks on submodules and the loss, gradient hooks on parameters)."""
+    fwd = sum(len(m._forward_hooks) for m in list(model.modules()) + [loss])
+    grad = sum(len(p._backward_hooks or {}) for p in model.parameters())
+    return fwd, grad
+
+
 class TestHookLifecycle:
+    def test_per_step_callbacks_are_attached_only_while_steps_save(self, fake_writer):
+        # A step that saves nothing must run PyTorch's own code paths: no forward
+        # hooks on submodules or the loss, no gradient hooks on parameters.
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=3), include_collections=ALL4)
+        model, loss_fn = _mlp(), torch.nn.CrossEntropyLoss()
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        hook.set_mode(modes.TRAIN)
+        assert _hooks_attached(model, loss_fn) == (0, 0)  # no step has started
+        x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+        seen = []
+        for step in range(7):
+            loss = loss_fn(model(x), y)
+            seen.append(_hooks_attached(model, loss_fn))
+            model.zero_grad()
+            loss.backward()
+        saving = (4 + 1, 4)  # Sequential, Linear, ReLU, Linear + the loss; 2 weights + 2 biases
+        assert seen == [saving if s % 3 == 0 else (0, 0) for s in range(7)]
+        w = fake_writer[0]
+        assert w.steps() == [0, 3, 6]
+        for s in (0, 3, 6):  # what the attached callbacks saved
+            assert "gradient/Sequential_0.weight" in w.names(s) and "CrossEntropyLoss_output_0" in w.names(s)
+        np.testing.assert_array_equal(w.get("gradient/Sequential_2.bias", 6)["value"], model[2].bias.grad.numpy())
+        hook.close()
+        assert _hooks_attached(model, loss_fn) == (0, 0)
+        assert len(model._forward_pre_hooks) == 0
+
     def test_close_detaches_and_should_stop_follows_writer(self, fake_writer):
         hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1))
         model = _mlp()
@@ -812,8 +846,10 @@ def test_overhead_per_step(server, capsys):
     wall: Dict[str, List[float]] = {c: [] for c in configs}
     cpu: Dict[str, List[float]] = {c: [] for c in configs}
     for _ in range(3):
+        model = benchmark.Model()
         for c in configs:
-            t, u, _ = benchmark.run(server.address, c, steps=200, warmup=20)
+            benchmark.settle(limit_s=5.0)
+            t, u, _ = benchmark.run(server.address, c, model, steps=200, warmup=20)
             wall[c] += t
             cpu[c] += u
     med = {c: statistics.median(wall[c]) for c in configs}

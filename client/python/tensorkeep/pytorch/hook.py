@@ -37,8 +37,11 @@ are never saved in EVAL or PREDICT mode.
 
 Threading: a hook is used from the training thread (forward, backward and the
 calls above). Tensors are detached and copied on that thread, then sent by the
-``tensorkeep.Writer`` in the background; on a step that is not saved every
-callback returns after one attribute test.
+``tensorkeep.Writer`` in the background. Only the registered module's forward
+pre-hook (which counts steps) stays attached for the hook's life; the forward
+hooks of submodules and the loss and the gradient hooks of parameters are
+attached while steps save and removed while they do not, so a step that saves
+nothing runs PyTorch's own code paths.
 """
 
 from __future__ import annotations
@@ -253,7 +256,11 @@ class Hook:
 
         # -- modules ------------------------------------------------------------------
         self._module_names: Dict[torch.nn.Module, str] = {}
-        self._handles: List[Any] = []
+        self._handles: List[Any] = []  # attached for the hook's life: the root's pre-hook
+        # Forward hooks of submodules and the loss, gradient hooks of parameters:
+        # attached only while steps save (see _sync_step_hooks).
+        self._step_targets: List[Tuple[Any, Callable[..., Any]]] = []
+        self._step_handles: List[Any] = []
         self.has_registered_module = False
         self.has_registered_loss_module = False
 
@@ -401,6 +408,33 @@ class Hook:
             self._step_colls = fs
             self._plans = {}
         self._saving = bool(fs) and not self._disabled and (self._writer is not None or self.dry_run)
+        self._sync_step_hooks()
+
+    def _sync_step_hooks(self) -> None:
+        """Attaches the per-step callbacks while steps save and detaches them
+        while they do not: a registered hook costs a step even when it returns at
+        once (PyTorch's slower module-call path, the autograd engine calling back
+        into Python), and at ``save_interval=100`` that was ~2-3 % of a 1 ms step."""
+        attached = bool(self._step_handles)
+        if self._saving == attached or (self._saving and not self._step_targets):
+            return
+        if self._saving:
+            self._step_handles = [self._attach(target, fn) for target, fn in self._step_targets]
+        else:
+            for h in self._step_handles:
+                h.remove()
+            self._step_handles = []
+
+    @staticmethod
+    def _attach(target: Any, fn: Callable[..., Any]) -> Any:
+        if isinstance(target, torch.nn.Module):
+            return target.register_forward_hook(fn)
+        return target.register_hook(fn)
+
+    def _add_step_target(self, target: Any, fn: Callable[..., Any]) -> None:
+        self._step_targets.append((target, fn))
+        if self._step_handles:  # registered while a saving step runs
+            self._step_handles.append(self._attach(target, fn))
 
     def _plan(self, tname: str) -> Any:
         """(save raw?, reductions, collection names) for ``tname`` at this step, or _SKIP."""
@@ -450,12 +484,10 @@ class Hook:
         self._module_names[module] = root_name
         self._handles.append(module.register_forward_pre_hook(self.forward_pre_hook))
         for sub in module.modules():
-            self._handles.append(sub.register_forward_hook(self.forward_hook))
+            self._add_step_target(sub, self.forward_hook)
         for pname, param in module.named_parameters():
             if param.requires_grad:
-                self._handles.append(
-                    param.register_hook(self._backward_hook(self.GRADIENT_PREFIX + root_name + "_" + pname))
-                )
+                self._add_step_target(param, self._backward_hook(self.GRADIENT_PREFIX + root_name + "_" + pname))
         self.has_registered_module = True
 
     def register_hook(self, module: torch.nn.Module) -> None:
@@ -473,7 +505,7 @@ class Hook:
         if loss_module in self._module_names:
             raise ValueError(f"loss module {loss_module._get_name()} is registered twice")
         self._module_names[loss_module] = loss_module._get_name()
-        self._handles.append(loss_module.register_forward_hook(self.forward_hook))
+        self._add_step_target(loss_module, self.forward_hook)
         self.has_registered_loss_module = True
 
     # ------------------------------------------------------------------------------------
@@ -733,12 +765,14 @@ class Hook:
             return
         self._closed = True
         self._saving = False
-        for h in self._handles:
+        for h in self._handles + self._step_handles:
             try:
                 h.remove()
             except Exception:  # pragma: no cover
                 pass
         self._handles = []
+        self._step_handles = []
+        self._step_targets = []
         if self._writer is not None:
             try:
                 if not self._disabled:
