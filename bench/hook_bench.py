@@ -2,11 +2,12 @@
 """The ``hook`` benchmark of tensorkeep-bench: what the PyTorch hook costs a training step.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/hook_bench.py \\
-        --server 127.0.0.1:PORT [--steps 200] [--warmup 20] [--rounds 5] [--threads 1]
+        --server 127.0.0.1:PORT [--steps 200] [--min-seconds 1] [--warmup 20] [--rounds 5] [--threads 1]
 
 Model: an MLP 784-256-10 on batches of 64 (SGD, CrossEntropyLoss). Three
 configurations, interleaved in rounds so that drift of a shared machine hits
-them alike:
+them alike; each round builds one model that its configurations share, and
+each configuration starts on a quiet machine (``settle``):
 
 * ``no hook``;
 * ``every step``: weights, biases, gradients and the loss saved at every step
@@ -37,18 +38,56 @@ import uuid
 from typing import Dict, List, Tuple
 
 
-def run(server: str, config: str, steps: int, warmup: int) -> Tuple[List[float], List[float], float]:
-    import torch
+def _cpu_jiffies() -> Tuple[int, int]:
+    """(total, idle) jiffies of the machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return sum(fields), fields[3] + fields[4]
 
+
+def settle(limit_s: float = 20.0, window_s: float = 0.25, busy_cpus: float = 0.25) -> float:
+    """Waits until the machine is quiet (less than ``busy_cpus`` CPUs busy over
+    a ``window_s`` window), at most ``limit_s``; returns the seconds waited.
+
+    After the every-step configuration the collector compacts what it took for
+    about 3 s at ~70 % of a core: without this, the configuration measured next
+    would pay for it."""
+    start = time.monotonic()
+    ncpu = os.cpu_count() or 1
+    before = _cpu_jiffies()
+    while time.monotonic() - start < limit_s:
+        time.sleep(window_s)
+        after = _cpu_jiffies()
+        total, idle = after[0] - before[0], after[1] - before[1]
+        before = after
+        if total > 0 and (1.0 - idle / total) * ncpu < busy_cpus:
+            break
+    return time.monotonic() - start
+
+
+class Model:
+    """The MLP, its loss, optimizer and batch. One per round, shared by the
+    round's configurations: the same model's step time moves between two
+    levels from one instance to the next (4.9 or 8.1 ms of backward with
+    Debian's reference BLAS, with no hook at all), which would otherwise read
+    as the hook's overhead."""
+
+    def __init__(self) -> None:
+        import torch
+
+        torch.manual_seed(0)
+        self.module = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.opt = torch.optim.SGD(self.module.parameters(), lr=0.01)
+        self.x = torch.randn(64, 784)
+        self.y = torch.randint(0, 10, (64,))
+
+
+def run(server: str, config: str, m: Model, steps: int, warmup: int) -> Tuple[List[float], List[float], float]:
     import tensorkeep.pytorch as tkp
     from tensorkeep import modes
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
-    loss_fn = torch.nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(64, 784)
-    y = torch.randint(0, 10, (64,))
+    model, loss_fn, opt, x, y = m.module, m.loss_fn, m.opt, m.x, m.y
     hook = None
     if config != "no hook":
         hook = tkp.Hook(
@@ -84,14 +123,20 @@ def run(server: str, config: str, steps: int, warmup: int) -> Tuple[List[float],
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--server", required=True, help="HOST:PORT of the collector")
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=200, help="timed steps per configuration and round, at least")
+    ap.add_argument("--min-seconds", type=float, default=1.0,
+                    help="more steps if the no-hook loop runs them faster than this (a 1 ms step: 1,000 steps)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     args = ap.parse_args()
-    if not (0 < args.steps <= 100_000 and 0 <= args.warmup <= 10_000 and 0 < args.rounds <= 100):
-        ap.error("steps, warmup and rounds out of range")
+    if not (0 < args.steps <= 100_000 and 0 <= args.warmup <= 10_000 and 0 < args.rounds <= 100
+            and 0 <= args.min_seconds <= 60):
+        ap.error("steps, warmup, rounds or min-seconds out of range")
 
+    # torch.set_num_threads does not reach a BLAS torch was not built against
+    # (Debian's torch uses whichever libblas.so.3 is installed, OpenBLAS included).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
     import torch
 
     torch.set_num_threads(args.threads)
@@ -104,19 +149,27 @@ def main() -> int:
     # per-round differences, which drift of a shared machine between rounds
     # does not bias the way pooling all steps would.
     round_overhead: Dict[str, List[float]] = {c: [] for c in configs}
+    settled_s = 0.0
+    # With Debian's reference BLAS a step takes ~16 ms, with OpenBLAS ~1 ms: run
+    # long enough for the every-step configuration to reach the collector's
+    # steady state (its compactions), not only its first buffers.
+    probe, _, _ = run(args.server, "no hook", Model(), 50, args.warmup)
+    steps = max(args.steps, min(100_000, int(args.min_seconds / max(statistics.median(probe), 1e-6))))
     for r in range(args.rounds):
         order = list(configs) if r % 2 == 0 else list(reversed(configs))
         medians: Dict[str, float] = {}
+        model = Model()
         for c in order:
-            w, u, s = run(args.server, c, args.steps, args.warmup)
+            settled_s += settle()
+            w, u, s = run(args.server, c, model, steps, args.warmup)
             wall[c] += w
             cpu[c] += u
             close[c] += s
             medians[c] = statistics.median(w)
         for c in configs:
             round_overhead[c].append(medians[c] - medians["no hook"])
-    out = {"steps": args.steps * args.rounds, "rounds": args.rounds, "torch_threads": args.threads,
-           "loadavg_1m": os.getloadavg()[0]}
+    out = {"steps": steps * args.rounds, "rounds": args.rounds, "torch_threads": args.threads,
+           "loadavg_1m": os.getloadavg()[0], "settle_s": settled_s}
     for c, key in configs.items():
         data = sorted(wall[c])
         out[f"{key}_ms"] = 1e3 * statistics.median(data)

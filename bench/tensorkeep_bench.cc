@@ -1077,7 +1077,8 @@ class Bench {
     TK_ASSIGN_OR_RETURN(
         auto m, RunPython("hook_bench.py",
                           {"--server", target->address, "--steps", flags_.quick ? "40" : "200",
-                           "--rounds", flags_.quick ? "1" : "5"},
+                           "--min-seconds", flags_.quick ? "0" : "1", "--rounds",
+                           flags_.quick ? "1" : "5"},
                           900));
     // smdebug's hook on this loop, as issue 4 gives it: a ~1 ms step -> ~28 ms.
     constexpr double kSmdebugOverheadMs = 27.0;
