@@ -69,7 +69,7 @@ void ValueStreamReactor::Next() {
       const size_t n = std::min(kChunkBytes, current_.data.size());
       message_.set_data(current_.data.substr(0, n));
       offset_ = n;
-      StartWrite(&message_);
+      Send();
       return;
     }
     // Pack following small values into the same message.
@@ -81,13 +81,23 @@ void ValueStreamReactor::Next() {
       EmitWhole(v);
       bytes += v->data().size() + 64;
     }
-    StartWrite(&message_);
+    Send();
     return;
   }
   const size_t n = std::min(kChunkBytes, current_.data.size() - offset_);
   message_.set_data(current_.data.substr(offset_, n));
   offset_ += n;
-  StartWrite(&message_);
+  Send();
+}
+
+void ValueStreamReactor::Send() {
+  const bool last =
+      header_sent_ && offset_ >= current_.data.size() && next_value_ >= where_.size();
+  if (last) {
+    StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+  } else {
+    StartWrite(&message_);
+  }
 }
 
 void ValueStreamReactor::OnWriteDone(bool ok) {

@@ -44,6 +44,10 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
   bool LoadNext();
   // Moves current_ (whole) into `v` as a complete value.
   void EmitWhole(v1::TensorValue* v);
+  // Sends message_; the last message goes with the call's status in one
+  // operation (no OnWriteDone round before Finish: a single GetValue is one
+  // write instead of a write, a callback and a finish).
+  void Send();
 
   grpc::CallbackServerContext* const context_;
   Collector* collector_ = nullptr;
