@@ -31,6 +31,10 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(s->service_.get());
+  // gRPC binds with SO_REUSEPORT by default: a second collector on the same
+  // port (with another data directory) would then start and take a random
+  // share of the clients. Refuse the port instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Paused Push streams must not keep filling gRPC's buffers: without these
   // the transport grows each stream's window (BDP probing) and, under the
   // memory quota, resets streams ("buffers full"). Measured with 64 writers

@@ -224,6 +224,19 @@ TEST_F(BadInputTest, OversizedMessagesAreRefusedByTheTransport) {
   EXPECT_TRUE(t.Steps().ok() || GetReason(t.Steps().status()) == Reason::kTrialNotFound);
 }
 
+TEST_F(BadInputTest, ASecondCollectorOnTheSamePortIsRefused) {
+  // Without this, gRPC's SO_REUSEPORT let two collectors with different data
+  // directories share a port and split the clients between them.
+  ServerOptions o;
+  o.listen = absl::StrCat("127.0.0.1:", server_->port());
+  o.store.path = dir_ + "/second";
+  auto second = CollectorServer::Start(o);
+  ASSERT_FALSE(second.ok()) << "a second collector started on port " << server_->port();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr("cannot listen on 127.0.0.1:"));
+  ExpectUnharmed("");
+}
+
 TEST_F(BadInputTest, GarbageOnThePortDoesNotHurtTheServer) {
   const int port = server_->port();
   for (int i = 0; i < 5; ++i) {
