@@ -44,8 +44,9 @@ enum class KeyFamily : uint8_t {
 };
 
 // The version of this key schema and its values, stored under FormatKey().
+// 5: large values in a database of their own (storage/leveldb_tensor_store.h).
 // A server refuses a database of another version instead of misreading it.
-inline constexpr char kStorageFormat[] = "tensorkeep-storage-4";
+inline constexpr char kStorageFormat[] = "tensorkeep-storage-5";
 
 // Longest string a key component may hold (the length prefix is 2 bytes).
 inline constexpr size_t kMaxKeyComponent = 0xFFFF;

@@ -1,5 +1,6 @@
 #include "storage/leveldb_tensor_store.h"
 
+#include <atomic>
 #include <filesystem>
 #include <system_error>
 
@@ -8,26 +9,46 @@
 #include "leveldb/db.h"
 #include "leveldb/env.h"
 #include "leveldb/filter_policy.h"
+#include "base/status_macros.h"
 #include "leveldb/write_batch.h"
+#include "storage/keys.h"
 #include "storage/pread_env.h"
 
 namespace tensorkeep {
 namespace {
 
+// Which database a key lives in: large values in their own (kValues), every
+// other key in the index database.
+enum Db { kIndex = 0, kValues = 1, kNumDbs = 2 };
+
+Db DbOf(std::string_view key) {
+  return !key.empty() && static_cast<uint8_t>(key[0]) == static_cast<uint8_t>(KeyFamily::kValue)
+             ? kValues
+             : kIndex;
+}
+
 class LevelDbBatch : public TensorStore::Batch {
  public:
   void Put(std::string_view key, std::string_view value) override {
-    batch_.Put(leveldb::Slice(key.data(), key.size()),
-               leveldb::Slice(value.data(), value.size()));
+    const Db db = DbOf(key);
+    used_[db] = true;
+    batches_[db].Put(leveldb::Slice(key.data(), key.size()),
+                     leveldb::Slice(value.data(), value.size()));
   }
   void Delete(std::string_view key) override {
-    batch_.Delete(leveldb::Slice(key.data(), key.size()));
+    const Db db = DbOf(key);
+    used_[db] = true;
+    batches_[db].Delete(leveldb::Slice(key.data(), key.size()));
   }
-  size_t ApproximateSize() const override { return batch_.ApproximateSize(); }
-  leveldb::WriteBatch* batch() { return &batch_; }
+  size_t ApproximateSize() const override {
+    return batches_[kIndex].ApproximateSize() + batches_[kValues].ApproximateSize();
+  }
+  leveldb::WriteBatch* batch(Db db) { return &batches_[db]; }
+  bool used(Db db) const { return used_[db]; }
 
  private:
-  leveldb::WriteBatch batch_;
+  leveldb::WriteBatch batches_[kNumDbs];
+  bool used_[kNumDbs] = {false, false};
 };
 
 absl::Status FromLevelDb(const leveldb::Status& s, absl::string_view what) {
@@ -46,14 +67,38 @@ struct LevelDbTensorStore::Impl {
   std::unique_ptr<leveldb::Env> env;  // the pread Env, when not given one
   std::unique_ptr<leveldb::Cache> cache;
   std::unique_ptr<const leveldb::FilterPolicy> filter;
-  std::unique_ptr<leveldb::DB> db;
+  std::unique_ptr<leveldb::DB> dbs[kNumDbs];
+  // The values database took a write without sync since its last synced one.
+  std::atomic<bool> values_unsynced{false};
 };
 
 LevelDbTensorStore::LevelDbTensorStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 LevelDbTensorStore::~LevelDbTensorStore() {
-  impl_->db.reset();  // before the Env, cache and filter it uses
+  for (auto& db : impl_->dbs) db.reset();  // before the Env, cache and filter they use
 }
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<leveldb::DB>> OpenDb(const leveldb::Options& opts,
+                                                    const std::string& path) {
+  leveldb::DB* db = nullptr;
+  leveldb::Status s = leveldb::DB::Open(opts, path, &db);
+  if (!s.ok()) {
+    const std::string text = s.ToString();
+    if (text.find("lock") != std::string::npos || text.find("LOCK") != std::string::npos) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data directory ", path,
+          " is in use by another tensorkeep-server (its LevelDB lock is held): stop that "
+          "server or choose another --data-dir (",
+          text, ")"));
+    }
+    return FromLevelDb(s, absl::StrCat("opening database in ", path));
+  }
+  return std::unique_ptr<leveldb::DB>(db);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
     const LevelDbOptions& options) {
@@ -81,24 +126,30 @@ absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
   } else {
     impl->env = NewPreadEnv(leveldb::Env::Default());
     opts.env = impl->env.get();
-    // One descriptor per open table (64 MiB each): 500 cover ~32 GB before
-    // LevelDB closes and reopens tables, well inside the usual 1024 limit.
-    opts.max_open_files = 500;
   }
-  leveldb::DB* db = nullptr;
-  leveldb::Status s = leveldb::DB::Open(opts, options.path, &db);
-  if (!s.ok()) {
-    const std::string text = s.ToString();
-    if (text.find("lock") != std::string::npos || text.find("LOCK") != std::string::npos) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "data directory ", options.path,
-          " is in use by another tensorkeep-server (its LevelDB lock is held): stop that "
-          "server or choose another --data-dir (",
-          text, ")"));
-    }
-    return FromLevelDb(s, absl::StrCat("opening database in ", options.path));
+  // The index database at the root (its lock guards the directory), the values
+  // database inside it. One descriptor per open table (64 MiB each): 500 cover
+  // ~32 GB of values before LevelDB closes and reopens tables; with the index's
+  // 200, well inside the usual limit of 1024 descriptors.
+  if (options.env == nullptr) opts.max_open_files = 200;
+  TK_ASSIGN_OR_RETURN(impl->dbs[kIndex], OpenDb(opts, options.path));
+  const std::string values_path = options.path + "/" + kValuesSubdir;
+  // An index database with keys but no values database is of an older layout
+  // (or damaged): refuse it rather than create an empty values database in it.
+  bool index_is_empty = true;
+  {
+    std::unique_ptr<leveldb::Iterator> it(impl->dbs[kIndex]->NewIterator(leveldb::ReadOptions()));
+    it->SeekToFirst();
+    index_is_empty = !it->Valid();
   }
-  impl->db.reset(db);
+  if (!index_is_empty && !opts.env->FileExists(values_path + "/CURRENT")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data directory ", options.path, " has no ", kValuesSubdir,
+        "/ database: it was written by an older tensorkeep (storage format 4 or earlier) or "
+        "damaged; move it aside or choose another --data-dir"));
+  }
+  if (options.env == nullptr) opts.max_open_files = 500;
+  TK_ASSIGN_OR_RETURN(impl->dbs[kValues], OpenDb(opts, values_path));
   return std::unique_ptr<LevelDbTensorStore>(new LevelDbTensorStore(std::move(impl)));
 }
 
@@ -107,10 +158,20 @@ std::unique_ptr<TensorStore::Batch> LevelDbTensorStore::NewBatch() {
 }
 
 absl::Status LevelDbTensorStore::Write(Batch* batch, bool sync) {
+  auto* b = static_cast<LevelDbBatch*>(batch);
   leveldb::WriteOptions wo;
   wo.sync = sync;
-  return FromLevelDb(impl_->db->Write(wo, static_cast<LevelDbBatch*>(batch)->batch()),
-                     "writing to the database");
+  // Values first: a crash between the two writes leaves values nothing refers
+  // to (never read), never an index entry without its value. With `sync`, the
+  // values database is synced whenever it took unsynced writes, so that this
+  // write being durable makes every earlier one durable, as with one log.
+  if (b->used(kValues) || (sync && impl_->values_unsynced.load())) {
+    if (sync) impl_->values_unsynced.store(false);
+    leveldb::Status s = impl_->dbs[kValues]->Write(wo, b->batch(kValues));
+    if (!s.ok()) return FromLevelDb(s, "writing to the values database");
+    if (!sync) impl_->values_unsynced.store(true);
+  }
+  return FromLevelDb(impl_->dbs[kIndex]->Write(wo, b->batch(kIndex)), "writing to the database");
 }
 
 namespace {
@@ -127,13 +188,13 @@ absl::StatusOr<std::optional<std::string>> GetWith(leveldb::DB* db, const leveld
 }  // namespace
 
 absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::Get(std::string_view key) {
-  return GetWith(impl_->db.get(), leveldb::ReadOptions(), key);
+  return GetWith(impl_->dbs[DbOf(key)].get(), leveldb::ReadOptions(), key);
 }
 
 absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::GetBulk(std::string_view key) {
   leveldb::ReadOptions ro;
   ro.fill_cache = false;
-  return GetWith(impl_->db.get(), ro, key);
+  return GetWith(impl_->dbs[DbOf(key)].get(), ro, key);
 }
 
 absl::Status LevelDbTensorStore::Scan(
@@ -141,7 +202,8 @@ absl::Status LevelDbTensorStore::Scan(
     const std::function<bool(std::string_view key, std::string_view value)>& fn) {
   leveldb::ReadOptions ro;
   ro.fill_cache = false;
-  std::unique_ptr<leveldb::Iterator> it(impl_->db->NewIterator(ro));
+  // A prefix names a key family, so one database holds every key it matches.
+  std::unique_ptr<leveldb::Iterator> it(impl_->dbs[DbOf(prefix)]->NewIterator(ro));
   for (it->Seek(leveldb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
     const leveldb::Slice k = it->key();
     std::string_view key(k.data(), k.size());

@@ -39,7 +39,10 @@ class TensorStore {
 
   // Applies `batch` atomically. Once it returns OK the data is in the store's
   // log and survives a crash of the process; with `sync` it was also fsynced
-  // (survives power loss). `batch` must come from this store's NewBatch().
+  // (survives power loss), and so was every write before it.
+  // `batch` must come from this store's NewBatch(). (LevelDbTensorStore
+  // writes a batch's large values (KeyFamily::kValue) first, in a database of
+  // their own: a crash in between leaves only values no key refers to.)
   virtual absl::Status Write(Batch* batch, bool sync) = 0;
 
   // The value of `key`, std::nullopt when absent, an error on I/O failure or
@@ -50,7 +53,8 @@ class TensorStore {
   virtual absl::StatusOr<std::optional<std::string>> GetBulk(std::string_view key) = 0;
 
   // Calls `fn` on every key with `prefix`, in key order, until it returns
-  // false. The views are valid only during the call.
+  // false. The views are valid only during the call. `prefix` starts with a
+  // key family byte (storage/keys.h), or is empty: every key but large values.
   virtual absl::Status Scan(
       std::string_view prefix,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
