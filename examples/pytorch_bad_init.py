@@ -92,20 +92,39 @@ class Collector:
             )
         if self.data_dir is None:
             self.data_dir = tempfile.mkdtemp(prefix="tensorkeep-demo-")
+        line, errors = self._start()
+        if not line.startswith("listening on ") and "older tensorkeep" in errors and self.keep_data:
+            # The demo's own directory, from a tensorkeep of another storage
+            # format: keep it, aside, and start afresh.
+            aside = f"{self.data_dir}.old-{int(time.time())}"
+            os.rename(self.data_dir, aside)
+            say(f"{self.data_dir} was written by an older tensorkeep: moved it to {aside}.")
+            line, errors = self._start()
+        if not line.startswith("listening on "):
+            raise SystemExit(f"error: tensorkeep-server did not start: {errors.strip() or repr(line)}")
+        self.address = line[len("listening on "):]
+        say(f"Started a collector (tensorkeep-server) at {self.address}, data in {self.data_dir}.")
+        return self
+
+    def _start(self) -> Tuple[str, str]:
+        """Starts the server; returns its first line and, if it exited, what it said on stderr."""
+        assert self.data_dir is not None
+        log = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
             [str(self.binary), "--listen", "127.0.0.1:0", "--data-dir", self.data_dir, "--log-level", "warn"],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=log,
             text=True,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
-        if not line.startswith("listening on "):
-            self.proc.kill()
-            raise SystemExit(f"error: tensorkeep-server did not start (first line: {line!r})")
-        self.address = line[len("listening on "):]
-        say(f"Started a collector (tensorkeep-server) at {self.address}, data in {self.data_dir}.")
-        return self
+        if line.startswith("listening on "):
+            return line, ""
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+        log.seek(0)
+        return line, log.read()
 
     def __exit__(self, *exc: Any) -> None:
         if self.proc is not None:
