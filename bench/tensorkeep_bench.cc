@@ -88,6 +88,8 @@ constexpr char kUsage[] =
     "  --sizes=LIST       ingest: value sizes in bytes (default 8,4096,65536,1048576)\n"
     "  --writers=LIST     ingest: writer counts (default 1,4,16,64)\n"
     "  --repeat=N         ingest: runs of each side per configuration, best kept (default 1)\n"
+    "  --ingest-mib=N     ingest: MiB of values per configuration (default 256, 128 for 4 KiB;\n"
+    "                     more includes LevelDB's compactions, which a short run leaves after it)\n"
     "  --no-baselines     ingest: skip the baselines (to profile tensorkeep alone)\n";
 
 double Since(Clock::time_point start) {
@@ -166,6 +168,7 @@ struct Flags {
   std::vector<size_t> sizes;
   std::vector<int> writers;
   int repeat = 1;  // ingest: runs per configuration, the best of each side kept
+  uint64_t ingest_mib = 0;  // ingest: MiB of values per configuration; 0: the default
   bool baselines = true;  // ingest: false measures tensorkeep only (for profiling)
 };
 
@@ -380,7 +383,9 @@ class Bench {
         } else {
           shape.tensors_per_step = static_cast<int>(std::max<size_t>(1, (1u << 20) / size));
           const uint64_t total_bytes =
-              flags_.quick ? (16ull << 20) : (size == (4u << 10) ? (128ull << 20) : (256ull << 20));
+              flags_.ingest_mib > 0 ? (flags_.ingest_mib << 20)
+              : flags_.quick        ? (16ull << 20)
+                                    : (size == (4u << 10) ? (128ull << 20) : (256ull << 20));
           total_records = total_bytes / size;
         }
         shape.steps = std::max<uint64_t>(
@@ -1195,6 +1200,13 @@ int Main(int argc, char** argv) {
       }
     } else if (arg == "--no-baselines") {
       flags.baselines = false;
+    } else if (arg == "--ingest-mib") {
+      if (!need("--ingest-mib")) return 2;
+      if (!absl::SimpleAtoi(value, &flags.ingest_mib) || flags.ingest_mib < 1 ||
+          flags.ingest_mib > 65536) {
+        std::fprintf(stderr, "tensorkeep-bench: --ingest-mib must be 1..65536\n");
+        return 2;
+      }
     } else if (arg == "--repeat") {
       if (!need("--repeat")) return 2;
       if (!absl::SimpleAtoi(value, &flags.repeat) || flags.repeat < 1 || flags.repeat > 10) {
