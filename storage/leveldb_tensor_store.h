@@ -28,12 +28,13 @@ namespace tensorkeep {
 inline constexpr char kValuesSubdir[] = "values";
 
 struct LevelDbOptions {
-  // Directory of the database; created (with parents) when missing.
+  // Data directory; created (with parents) when missing.
   std::string path;
-  // Memtable size. 64 MiB measured best for 64 KiB-1 MiB tensor values on the
-  // 2-core reference machine (docs/storage.md).
+  // Memtable size of each database (up to twice this per database while one
+  // is written out). 64 MiB measured best for 64 KiB-1 MiB tensor values on
+  // the 2-core reference machine (docs/architecture.md, Storage).
   size_t write_buffer_size = 64 << 20;
-  // Block cache for reads of index entries and small values.
+  // Block cache, shared by both databases, for reads of index entries and small values.
   size_t block_cache_bytes = 64 << 20;
   // Snappy saves nothing on float tensors and costs CPU; off by default.
   bool compression = false;
