@@ -61,7 +61,7 @@ std::string BlockKey(std::string_view trial, uint64_t step, std::string_view wor
 }
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      uint64_t block_id, std::string_view name) {
-  return KeyBuilder(KeyFamily::kValue).Str(trial).U64(step).Str(worker).U64(block_id).Str(name).Take();
+  return KeyBuilder(KeyFamily::kValue).U64(block_id).Str(trial).U64(step).Str(worker).Str(name).Take();
 }
 std::string RuleKey(std::string_view trial, std::string_view rule) {
   return KeyBuilder(KeyFamily::kRule).Str(trial).Str(rule).Take();

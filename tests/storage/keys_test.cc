@@ -20,10 +20,10 @@ TEST(KeysTest, ValueKeyRoundTrips) {
   uint64_t step, block_id;
   ASSERT_TRUE(r.Family(&f));
   EXPECT_EQ(f, KeyFamily::kValue);
+  ASSERT_TRUE(r.U64(&block_id));
   ASSERT_TRUE(r.Str(&trial));
   ASSERT_TRUE(r.U64(&step));
   ASSERT_TRUE(r.Str(&worker));
-  ASSERT_TRUE(r.U64(&block_id));
   ASSERT_TRUE(r.Str(&name));
   EXPECT_TRUE(r.AtEnd());
   EXPECT_EQ(trial, "trial-1");
@@ -40,8 +40,8 @@ TEST(KeysTest, ValueKeyRoundTripsNamesWithSeparatorsAndZeros) {
   KeyFamily f;
   std::string_view trial, got, worker;
   uint64_t step, block_id;
-  ASSERT_TRUE(r.Family(&f) && r.Str(&trial) && r.U64(&step) && r.Str(&worker) &&
-              r.U64(&block_id) && r.Str(&got));
+  ASSERT_TRUE(r.Family(&f) && r.U64(&block_id) && r.Str(&trial) && r.U64(&step) &&
+              r.Str(&worker) && r.Str(&got));
   EXPECT_EQ(got, name);
   EXPECT_EQ(step, 7u);
   EXPECT_EQ(worker, "w");
@@ -69,16 +69,18 @@ TEST(KeysTest, StepsSortNumericallyNotLexically) {
   std::vector<uint64_t> steps = {0, 1, 2, 9, 10, 11, 99, 100, 255, 256, 65535, 65536,
                                  1ull << 32, (1ull << 62) - 1};
   std::vector<std::string> keys;
-  for (uint64_t s : steps) keys.push_back(ValueKey("trial", s, "worker_0", 1, "x"));
+  for (uint64_t s : steps) keys.push_back(BlockKey("trial", s, "worker_0", 1));
   std::vector<std::string> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(sorted, keys);
 }
 
-TEST(KeysTest, ValueKeysAreStepMajor) {
-  // Every worker's value at step 1 sorts before any value at step 2.
-  EXPECT_LT(ValueKey("t", 1, "worker_9", 9, "zzz"), ValueKey("t", 2, "worker_0", 1, "aaa"));
-  EXPECT_LT(ValueKey("t", 1, "worker_0", 9, "zzz"), ValueKey("t", 1, "worker_1", 1, "aaa"));
+TEST(KeysTest, ValueKeysSortByBlockIdFirst) {
+  // Block ids increase as blocks are written, so values append in the values
+  // database whatever step each writer is at; numerically, not lexically.
+  EXPECT_LT(ValueKey("t", 9, "worker_9", 1, "zzz"), ValueKey("t", 1, "worker_0", 2, "aaa"));
+  EXPECT_LT(ValueKey("zz", 1, "w", 255, "x"), ValueKey("aa", 1, "w", 256, "x"));
+  EXPECT_LT(ValueKey("t", 1, "w", 7, "a"), ValueKey("t", 1, "w", 7, "b"));
 }
 
 TEST(KeysTest, NoTwoDistinctComponentListsShareAKey) {
@@ -103,7 +105,7 @@ TEST(KeysTest, ReaderRejectsTruncatedKeys) {
     std::string_view a, b, c;
     uint64_t s, id;
     const bool ok =
-        r.Family(&f) && r.Str(&a) && r.U64(&s) && r.Str(&b) && r.U64(&id) && r.Str(&c);
+        r.Family(&f) && r.U64(&id) && r.Str(&a) && r.U64(&s) && r.Str(&b) && r.Str(&c);
     EXPECT_FALSE(ok) << "prefix of length " << n << " parsed";
   }
 }
@@ -119,7 +121,7 @@ TEST(KeysTest, RandomRoundTrips) {
     KeyFamily f;
     std::string_view t, n, w;
     uint64_t s, id;
-    ASSERT_TRUE(r.Family(&f) && r.Str(&t) && r.U64(&s) && r.Str(&w) && r.U64(&id) && r.Str(&n));
+    ASSERT_TRUE(r.Family(&f) && r.U64(&id) && r.Str(&t) && r.U64(&s) && r.Str(&w) && r.Str(&n));
     EXPECT_EQ(n, name);
     EXPECT_EQ(s, step);
     EXPECT_TRUE(r.AtEnd());

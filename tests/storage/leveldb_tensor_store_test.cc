@@ -227,6 +227,39 @@ TEST(LevelDbTensorStoreDiskTest, StepMajorValuesAreNeverRewrittenByCompaction) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(LevelDbTensorStoreDiskTest, ValuesOfWritersAtDifferentStepsAreNeverCompactedEither) {
+  // Four writers 50 steps apart, their messages interleaved as the committer
+  // writes them; block ids increase in that order.
+  const std::string dir = ::testing::TempDir() + "/tk_store_writers_test";
+  std::filesystem::remove_all(dir);
+  LevelDbOptions o;
+  o.path = dir;
+  o.write_buffer_size = 1 << 20;
+  {
+    auto store = LevelDbTensorStore::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status();
+    const std::string value(64 << 10, 'v');
+    uint64_t block_id = 0;
+    for (uint64_t i = 0; i < 100; ++i) {
+      for (int w = 0; w < 4; ++w) {
+        const std::string worker = "worker_" + std::to_string(w);
+        const uint64_t step = i + 50 * (3 - w);
+        auto batch = (*store)->NewBatch();
+        ++block_id;
+        batch->Put(ValueKey("t", step, worker, block_id, "x"), value);
+        batch->Put(BlockKey("t", step, worker, block_id), "block");
+        ASSERT_TRUE((*store)->Write(batch.get(), false).ok());
+      }
+    }
+  }
+  std::ifstream log(dir + "/" + kValuesSubdir + "/LOG");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find("Level-0 table"), std::string::npos) << "no memtable was written";
+  EXPECT_EQ(text.str().find("Compacted"), std::string::npos) << text.str();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LevelDbTensorStoreDiskTest, SecondOpenOfTheSameDirectoryFailsClearly) {
   const std::string dir = ::testing::TempDir() + "/tk_store_lock_test";
   std::filesystem::remove_all(dir);
