@@ -33,36 +33,13 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 import uuid
 from typing import Dict, List, Tuple
 
-
-def _cpu_jiffies() -> Tuple[int, int]:
-    """(total, idle) jiffies of the machine, from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    return sum(fields), fields[3] + fields[4]
-
-
-def settle(limit_s: float = 20.0, window_s: float = 0.25, busy_cpus: float = 0.25) -> float:
-    """Waits until the machine is quiet (less than ``busy_cpus`` CPUs busy over
-    a ``window_s`` window), at most ``limit_s``; returns the seconds waited.
-
-    After the every-step configuration the collector compacts what it took for
-    about 3 s at ~70 % of a core: without this, the configuration measured next
-    would pay for it."""
-    start = time.monotonic()
-    ncpu = os.cpu_count() or 1
-    before = _cpu_jiffies()
-    while time.monotonic() - start < limit_s:
-        time.sleep(window_s)
-        after = _cpu_jiffies()
-        total, idle = after[0] - before[0], after[1] - before[1]
-        before = after
-        if total > 0 and (1.0 - idle / total) * ncpu < busy_cpus:
-            break
-    return time.monotonic() - start
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quiet import settle  # noqa: E402
 
 
 class Model:

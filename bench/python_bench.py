@@ -16,11 +16,15 @@ Prints one JSON object of numbers as its last line (tensorkeep-bench parses it).
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quiet import settle  # noqa: E402
 
 
 def main() -> int:
@@ -44,6 +48,8 @@ def main() -> int:
     names = [f"layer_{t:03d}/weight" for t in range(args.tensors)]
     total_bytes = args.steps * args.tensors * args.elements * 4
 
+    # Not what an earlier benchmark left running (the memory benchmark's GB).
+    settle_s = settle()
     t0 = time.perf_counter()
     writer = Writer(url, worker="worker_0", num_workers=1)
     for step in range(args.steps):
@@ -76,6 +82,7 @@ def main() -> int:
             return 1
 
     print(json.dumps({
+        "settle_s": settle_s,
         "push_s": push_s,
         "push_MBps": total_bytes / push_s / 1e6,
         "read_s": read_s,
