@@ -93,12 +93,13 @@ class Collector:
         if self.data_dir is None:
             self.data_dir = tempfile.mkdtemp(prefix="tensorkeep-demo-")
         line, errors = self._start()
-        if not line.startswith("listening on ") and "older tensorkeep" in errors and self.keep_data:
+        if (not line.startswith("listening on ") and self.keep_data
+                and ("older tensorkeep" in errors or "storage format" in errors)):
             # The demo's own directory, from a tensorkeep of another storage
             # format: keep it, aside, and start afresh.
             aside = f"{self.data_dir}.old-{int(time.time())}"
             os.rename(self.data_dir, aside)
-            say(f"{self.data_dir} was written by an older tensorkeep: moved it to {aside}.")
+            say(f"{self.data_dir} holds another storage format: moved it to {aside}.")
             line, errors = self._start()
         if not line.startswith("listening on "):
             raise SystemExit(f"error: tensorkeep-server did not start: {errors.strip() or repr(line)}")
