@@ -237,17 +237,12 @@ absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplet
     return out;
   }
   if (tensor.empty()) {
-    // Visibility is a prefix of the steps: stop at the first invisible one.
-    auto it = steps_.lower_bound(range_begin);
-    auto end = steps_.end();
-    for (; it != end; ++it) {
+    // One mode's steps. Visibility is a prefix of the steps: stop at the first
+    // invisible one.
+    for (auto it = steps_.lower_bound(range_begin); it != steps_.end(); ++it) {
       const uint64_t g = it->first;
       if ((range_end != 0 && g >= range_end) || !VisibleLocked(g, show_incomplete)) break;
-      if (IsGlobalMode(mode)) {
-        out.push_back(g);
-      } else if (it->second.mode == mode) {
-        out.push_back(it->second.mode_step);
-      }
+      if (it->second.mode == mode) out.push_back(it->second.mode_step);
     }
     return out;
   }
