@@ -415,8 +415,7 @@ class Hook:
         while they do not: a registered hook costs a step even when it returns at
         once (PyTorch's slower module-call path, the autograd engine calling back
         into Python), and at ``save_interval=100`` that was ~2-3 % of a 1 ms step."""
-        attached = bool(self._step_handles)
-        if self._saving == attached or (self._saving and not self._step_targets):
+        if self._saving == bool(self._step_handles):
             return
         if self._saving:
             self._step_handles = [self._attach(target, fn) for target, fn in self._step_targets]
