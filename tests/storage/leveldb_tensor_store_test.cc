@@ -195,7 +195,17 @@ TEST(LevelDbTensorStoreSyncTest, ASyncedWriteAlsoSyncsTheValuesWrittenBefore) {
   EXPECT_EQ(env.syncs(), at_open + 2);
 }
 
-TEST(LevelDbTensorStoreDiskTest, StepMajorValuesAreNeverRewrittenByCompaction) {
+// From the values database's LevelDB LOG: memtables were written to tables,
+// and no table was compacted (rewritten) after.
+void ExpectValuesWrittenOnce(const std::string& dir) {
+  std::ifstream log(dir + "/" + kValuesSubdir + "/LOG");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find("Level-0 table"), std::string::npos) << "no memtable was written";
+  EXPECT_EQ(text.str().find("Compacted"), std::string::npos) << text.str();
+}
+
+TEST(LevelDbTensorStoreDiskTest, ValuesOfOneWriterAreNeverRewrittenByCompaction) {
   // Values of increasing steps, with the small keys of each step (a block, the
   // worker's commit) in the same batches, as the collector writes them: the
   // values' tables go down the levels without being rewritten.
@@ -219,11 +229,7 @@ TEST(LevelDbTensorStoreDiskTest, StepMajorValuesAreNeverRewrittenByCompaction) {
     ASSERT_TRUE(v.ok() && v->has_value());
     EXPECT_EQ(**v, value);
   }
-  std::ifstream log(dir + "/" + kValuesSubdir + "/LOG");
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_NE(text.str().find("Level-0 table"), std::string::npos) << "no memtable was written";
-  EXPECT_EQ(text.str().find("Compacted"), std::string::npos) << text.str();
+  ExpectValuesWrittenOnce(dir);
   std::filesystem::remove_all(dir);
 }
 
@@ -252,11 +258,7 @@ TEST(LevelDbTensorStoreDiskTest, ValuesOfWritersAtDifferentStepsAreNeverCompacte
       }
     }
   }
-  std::ifstream log(dir + "/" + kValuesSubdir + "/LOG");
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_NE(text.str().find("Level-0 table"), std::string::npos) << "no memtable was written";
-  EXPECT_EQ(text.str().find("Compacted"), std::string::npos) << text.str();
+  ExpectValuesWrittenOnce(dir);
   std::filesystem::remove_all(dir);
 }
 
