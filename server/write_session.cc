@@ -246,6 +246,9 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
   // value once, instead of doubling to twice the message when a small block
   // entry follows a large value (which doubled the collector's memory per
   // queued megabyte).
+  size_t large_bytes = 0;
+  for (const auto& [i, block_id] : large) large_bytes += records[i].data().size();
+  w.batch->Reserve(large_bytes);
   for (const auto& [i, block_id] : large) {
     const v1::TensorRecord& r = records[i];
     w.batch->Put(ValueKey(trial_->name(), r.step(), worker_, block_id, r.name()), r.data());

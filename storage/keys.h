@@ -10,20 +10,21 @@
 //   kBlock      trial, step, worker, block id  -> RecordBlock (storage/record_block.h):
 //                                                the metadata of several records,
 //                                                and the bytes of the small ones
-//   kValue      block id, trial, step, worker, -> raw little-endian bytes of a
-//               name                             value too large for its block
+//   kValue      block id, trial, step, worker, -> storage::ValueRef: where the raw
+//               name                             little-endian bytes of a value too
+//                                                large for its block are
+//                                                (TensorStore::Get reads them)
 //                                                (the block holding its metadata)
 //   kRule       trial, rule                    -> RuleStatus
 //
 // Blocks are step-major (global step before worker and name) so that
 // concurrent writers append near one another, which keeps LevelDB near its
 // sequential speed (name-major keys measured 1.5-2x slower for small records:
-// every insert landed at a random place of the memtable). Large values, in a
-// database of their own and only ever read by exact key, sort by block id
-// first: ids increase as blocks are written, so values append whatever step
-// each writer is at, and LevelDB never compacts them (step-major, the tables
-// of writers at different steps overlapped: with 4-16 writers, 1 GiB of 64 KiB
-// values went in at 174-263 MB/s, 376-438 block-id-major). Block ids
+// every insert landed at a random place of the memtable). A large value's
+// key maps to where its bytes are in the value log (storage/value_log.h); the
+// keys are only ever read by exact key and sort by block id first: ids
+// increase as blocks are written, so the index entries of values append
+// whatever step each writer is at. Block ids
 // are unique in the database and increase with time, so that the newest
 // block wins when a record was written twice. The blocks rebuild the
 // in-memory index at start-up without reading any large value. A large
@@ -50,9 +51,10 @@ enum class KeyFamily : uint8_t {
 
 // The version of this key schema and its values, stored under FormatKey().
 // 5: large values in a database of their own (storage/leveldb_tensor_store.h);
-// 6: value keys block-id-major.
+// 6: value keys block-id-major; 7: large values in a value log, their keys
+// mapping to storage::ValueRef.
 // A server refuses a database of another version instead of misreading it.
-inline constexpr char kStorageFormat[] = "tensorkeep-storage-6";
+inline constexpr char kStorageFormat[] = "tensorkeep-storage-7";
 
 // Longest string a key component may hold (the length prefix is 2 bytes).
 inline constexpr size_t kMaxKeyComponent = 0xFFFF;

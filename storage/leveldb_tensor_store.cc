@@ -1,9 +1,10 @@
 #include "storage/leveldb_tensor_store.h"
 
-#include <atomic>
 #include <filesystem>
+#include <vector>
 #include <system_error>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "leveldb/cache.h"
 #include "leveldb/db.h"
@@ -13,42 +14,66 @@
 #include "leveldb/write_batch.h"
 #include "storage/keys.h"
 #include "storage/pread_env.h"
+#include "storage/stored.pb.h"
+#include "storage/value_log.h"
 
 namespace tensorkeep {
 namespace {
 
-// Which database a key lives in: large values in their own (kValues), every
-// other key in the index database.
-enum Db { kIndex = 0, kValues = 1, kNumDbs = 2 };
-
-Db DbOf(std::string_view key) {
-  return !key.empty() && static_cast<uint8_t>(key[0]) == static_cast<uint8_t>(KeyFamily::kValue)
-             ? kValues
-             : kIndex;
+bool IsValueKey(std::string_view key) {
+  return !key.empty() && static_cast<uint8_t>(key[0]) == static_cast<uint8_t>(KeyFamily::kValue);
 }
 
 class LevelDbBatch : public TensorStore::Batch {
  public:
   void Put(std::string_view key, std::string_view value) override {
-    const Db db = DbOf(key);
-    used_[db] = true;
-    batches_[db].Put(leveldb::Slice(key.data(), key.size()),
-                     leveldb::Slice(value.data(), value.size()));
+    if (IsValueKey(key)) {
+      values_.push_back(PendingValue{std::string(key), bytes_.size(), value.size(),
+                                     ValueChecksum(value)});
+      bytes_.append(value);
+      return;
+    }
+    index_used_ = true;
+    index_.Put(leveldb::Slice(key.data(), key.size()), leveldb::Slice(value.data(), value.size()));
   }
   void Delete(std::string_view key) override {
-    const Db db = DbOf(key);
-    used_[db] = true;
-    batches_[db].Delete(leveldb::Slice(key.data(), key.size()));
+    index_used_ = true;
+    index_.Delete(leveldb::Slice(key.data(), key.size()));
   }
-  size_t ApproximateSize() const override {
-    return batches_[kIndex].ApproximateSize() + batches_[kValues].ApproximateSize();
+  size_t ApproximateSize() const override { return index_.ApproximateSize() + bytes_.size(); }
+  void Reserve(size_t value_bytes) override { bytes_.reserve(bytes_.size() + value_bytes); }
+
+  // The values' bytes, back to back, to be appended to the value log.
+  std::string_view value_bytes() const { return bytes_; }
+  bool has_values() const { return !values_.empty(); }
+  bool index_used() const { return index_used_; }
+  // Adds to the index batch, under each value's key, where its bytes went.
+  void PutValueRefs(const ValueLog::Position& at) {
+    storage::ValueRef ref;
+    ref.set_file(at.file);
+    std::string encoded;
+    for (const PendingValue& v : values_) {
+      ref.set_offset(at.offset + v.offset);
+      ref.set_size(v.size);
+      ref.set_crc32(v.crc32);
+      ref.SerializeToString(&encoded);
+      index_.Put(v.key, encoded);
+    }
+    index_used_ = true;
   }
-  leveldb::WriteBatch* batch(Db db) { return &batches_[db]; }
-  bool used(Db db) const { return used_[db]; }
+  leveldb::WriteBatch* index() { return &index_; }
 
  private:
-  leveldb::WriteBatch batches_[kNumDbs];
-  bool used_[kNumDbs] = {false, false};
+  struct PendingValue {
+    std::string key;
+    size_t offset;  // in bytes_
+    size_t size;
+    uint32_t crc32;
+  };
+  leveldb::WriteBatch index_;
+  bool index_used_ = false;
+  std::string bytes_;
+  std::vector<PendingValue> values_;
 };
 
 absl::Status FromLevelDb(const leveldb::Status& s, absl::string_view what) {
@@ -61,21 +86,27 @@ absl::Status FromLevelDb(const leveldb::Status& s, absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", s.ToString()));
 }
 
+// "value <key bytes as hex>" for messages about a value that cannot be read.
+std::string DescribeValueKey(std::string_view key) {
+  return absl::StrCat("the value under key ",
+                      absl::BytesToHexString(absl::string_view(key.data(), key.size())));
+}
+
 }  // namespace
 
 struct LevelDbTensorStore::Impl {
   std::unique_ptr<leveldb::Env> env;  // the pread Env, when not given one
   std::unique_ptr<leveldb::Cache> cache;
   std::unique_ptr<const leveldb::FilterPolicy> filter;
-  std::unique_ptr<leveldb::DB> dbs[kNumDbs];
-  // The values database took a write without sync since its last synced one.
-  std::atomic<bool> values_unsynced{false};
+  std::unique_ptr<leveldb::DB> index;
+  std::unique_ptr<ValueLog> values;
 };
 
 LevelDbTensorStore::LevelDbTensorStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 LevelDbTensorStore::~LevelDbTensorStore() {
-  for (auto& db : impl_->dbs) db.reset();  // before the Env, cache and filter they use
+  impl_->values.reset();
+  impl_->index.reset();  // before the Env, cache and filter it uses
 }
 
 namespace {
@@ -126,30 +157,15 @@ absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
   } else {
     impl->env = NewPreadEnv(leveldb::Env::Default());
     opts.env = impl->env.get();
+    // One descriptor per open table; the value log keeps up to
+    // ValueLog::kMaxOpenFiles more, well inside the usual limit of 1024.
+    opts.max_open_files = 500;
   }
-  // The index database at the root (its lock guards the directory), the values
-  // database inside it. One descriptor per open table (64 MiB each): 500 cover
-  // ~32 GB of values before LevelDB closes and reopens tables; with the index's
-  // 200, well inside the usual limit of 1024 descriptors.
-  if (options.env == nullptr) opts.max_open_files = 200;
-  TK_ASSIGN_OR_RETURN(impl->dbs[kIndex], OpenDb(opts, options.path));
-  const std::string values_path = options.path + "/" + kValuesSubdir;
-  // An index database with keys but no values database is of an older layout
-  // (or damaged): refuse it rather than create an empty values database in it.
-  bool index_is_empty = true;
-  {
-    std::unique_ptr<leveldb::Iterator> it(impl->dbs[kIndex]->NewIterator(leveldb::ReadOptions()));
-    it->SeekToFirst();
-    index_is_empty = !it->Valid();
-  }
-  if (!index_is_empty && !opts.env->FileExists(values_path + "/CURRENT")) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "data directory ", options.path, " has no ", kValuesSubdir,
-        "/ database: it was written by an older tensorkeep (storage format 4 or earlier) or "
-        "damaged; move it aside or choose another --data-dir"));
-  }
-  if (options.env == nullptr) opts.max_open_files = 500;
-  TK_ASSIGN_OR_RETURN(impl->dbs[kValues], OpenDb(opts, values_path));
+  // The index database at the root: its lock guards the whole directory.
+  TK_ASSIGN_OR_RETURN(impl->index, OpenDb(opts, options.path));
+  TK_ASSIGN_OR_RETURN(impl->values, ValueLog::Open(opts.env, options.path + "/" + kValuesSubdir,
+                                                   /*sync_directory=*/options.env == nullptr,
+                                                   options.value_file_bytes));
   return std::unique_ptr<LevelDbTensorStore>(new LevelDbTensorStore(std::move(impl)));
 }
 
@@ -159,22 +175,22 @@ std::unique_ptr<TensorStore::Batch> LevelDbTensorStore::NewBatch() {
 
 absl::Status LevelDbTensorStore::Write(Batch* batch, bool sync) {
   auto* b = static_cast<LevelDbBatch*>(batch);
-  leveldb::WriteOptions wo;
-  wo.sync = sync;
-  // Values first: a crash between the two writes leaves values nothing refers
-  // to (never read), never an index entry without its value. With `sync`, the
-  // values database is synced whenever it took unsynced writes, so that this
-  // write being durable makes every earlier one durable, as with one log.
-  if (b->used(kValues) || (sync && impl_->values_unsynced.load())) {
-    if (sync) impl_->values_unsynced.store(false);
-    leveldb::Status s = impl_->dbs[kValues]->Write(wo, b->batch(kValues));
-    if (!s.ok()) return FromLevelDb(s, "writing to the values database");
-    if (!sync) impl_->values_unsynced.store(true);
+  // Values first: a crash between the two writes leaves bytes in the value
+  // log that no key refers to (never read), never a key without its value.
+  if (b->has_values()) {
+    TK_ASSIGN_OR_RETURN(ValueLog::Position at, impl_->values->Append(b->value_bytes()));
+    b->PutValueRefs(at);
   }
+  // With `sync`, every value appended so far is made durable before the index
+  // write that refers to the last of them: a synced write makes every earlier
+  // one durable, as with one log.
+  if (sync) TK_RETURN_IF_ERROR(impl_->values->Sync());
   // An empty batch written with `sync` is how a caller makes earlier writes
   // durable: the index database then syncs too.
-  if (!b->used(kIndex) && !sync) return absl::OkStatus();
-  return FromLevelDb(impl_->dbs[kIndex]->Write(wo, b->batch(kIndex)), "writing to the database");
+  if (!b->index_used() && !sync) return absl::OkStatus();
+  leveldb::WriteOptions wo;
+  wo.sync = sync;
+  return FromLevelDb(impl_->index->Write(wo, b->index()), "writing to the database");
 }
 
 namespace {
@@ -190,14 +206,30 @@ absl::StatusOr<std::optional<std::string>> GetWith(leveldb::DB* db, const leveld
 
 }  // namespace
 
+absl::StatusOr<std::string> LevelDbTensorStore::ReadValue(std::string_view key,
+                                                          std::string_view encoded_ref) {
+  storage::ValueRef ref;
+  if (!ref.ParseFromArray(encoded_ref.data(), static_cast<int>(encoded_ref.size()))) {
+    return absl::DataLossError(
+        absl::StrCat("the index entry of ", DescribeValueKey(key), " is damaged"));
+  }
+  return impl_->values->Read(ref, DescribeValueKey(key));
+}
+
 absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::Get(std::string_view key) {
-  return GetWith(impl_->dbs[DbOf(key)].get(), leveldb::ReadOptions(), key);
+  TK_ASSIGN_OR_RETURN(auto entry, GetWith(impl_->index.get(), leveldb::ReadOptions(), key));
+  if (!entry.has_value() || !IsValueKey(key)) return entry;
+  TK_ASSIGN_OR_RETURN(std::string value, ReadValue(key, *entry));
+  return std::optional<std::string>(std::move(value));
 }
 
 absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::GetBulk(std::string_view key) {
+  // A large value's index entry is small and goes through the block cache
+  // like any other; its bytes are read from the value log, never cached here.
+  if (IsValueKey(key)) return Get(key);
   leveldb::ReadOptions ro;
   ro.fill_cache = false;
-  return GetWith(impl_->dbs[DbOf(key)].get(), ro, key);
+  return GetWith(impl_->index.get(), ro, key);
 }
 
 absl::Status LevelDbTensorStore::Scan(
@@ -205,14 +237,27 @@ absl::Status LevelDbTensorStore::Scan(
     const std::function<bool(std::string_view key, std::string_view value)>& fn) {
   leveldb::ReadOptions ro;
   ro.fill_cache = false;
-  // A prefix names a key family, so one database holds every key it matches.
-  std::unique_ptr<leveldb::Iterator> it(impl_->dbs[DbOf(prefix)]->NewIterator(ro));
-  for (it->Seek(leveldb::Slice(prefix.data(), prefix.size())); it->Valid(); it->Next()) {
+  const bool values = IsValueKey(prefix);
+  const std::string after_values = FamilyPrefix(static_cast<KeyFamily>(
+      static_cast<uint8_t>(KeyFamily::kValue) + 1));
+  std::unique_ptr<leveldb::Iterator> it(impl_->index->NewIterator(ro));
+  it->Seek(leveldb::Slice(prefix.data(), prefix.size()));
+  while (it->Valid()) {
     const leveldb::Slice k = it->key();
     std::string_view key(k.data(), k.size());
     if (key.substr(0, prefix.size()) != prefix) break;
     const leveldb::Slice v = it->value();
-    if (!fn(key, std::string_view(v.data(), v.size()))) break;
+    if (values) {
+      TK_ASSIGN_OR_RETURN(std::string value, ReadValue(key, std::string_view(v.data(), v.size())));
+      if (!fn(key, value)) break;
+    } else if (IsValueKey(key)) {
+      // The empty prefix visits every key but large values: skip them all.
+      it->Seek(after_values);
+      continue;
+    } else if (!fn(key, std::string_view(v.data(), v.size()))) {
+      break;
+    }
+    it->Next();
   }
   return FromLevelDb(it->status(), "scanning the database");
 }

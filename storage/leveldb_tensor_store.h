@@ -1,14 +1,14 @@
-// LevelDbTensorStore: TensorStore on two LevelDB databases in one directory.
+// LevelDbTensorStore: TensorStore on one LevelDB database (the index) and a
+// value log (storage/value_log.h) in one directory.
 //
-// Large values (KeyFamily::kValue) live in a database of their own, in the
-// subdirectory kValuesSubdir; every other key (blocks, trial, worker and rule
-// metadata, the format marker) in the index database at the directory's root.
-// Why: LevelDB writes a memtable whose keys do not overlap the tables below
-// straight to a deeper level, and moves such tables down without rewriting
-// them. Values alone are step-major, so a writer's values append and are never
-// compacted; mixed with the small families in every memtable, each table
-// spanned the whole key space and every byte was compacted again (measured:
-// 134 MB rewritten per 268 MB of 1 MiB values; 15-20 % of the collector's CPU).
+// Large values (KeyFamily::kValue) are appended to the value log, in the
+// subdirectory kValuesSubdir; the index keeps, under each value's key, where
+// its bytes are. Every other key (blocks, trial, worker and rule metadata, the
+// format marker) is in the index database at the directory's root. Why: in
+// LevelDB a value is written three times (log, memtable, table) and
+// checksummed twice, and tables of values were compacted again when their
+// keys overlapped; the value log writes each byte once. Measured in
+// docs/performance.md (R4, R10).
 #ifndef TENSORKEEP_STORAGE_LEVELDB_TENSOR_STORE_H_
 #define TENSORKEEP_STORAGE_LEVELDB_TENSOR_STORE_H_
 
@@ -24,18 +24,19 @@ class Env;
 
 namespace tensorkeep {
 
-// The values database's subdirectory of LevelDbOptions::path.
+// The value log's subdirectory of LevelDbOptions::path.
 inline constexpr char kValuesSubdir[] = "values";
 
 struct LevelDbOptions {
   // Data directory; created (with parents) when missing.
   std::string path;
-  // Memtable size of each database (up to twice this per database while one
-  // is written out). 64 MiB measured best for 64 KiB-1 MiB tensor values on
-  // the 2-core reference machine (docs/architecture.md, Storage).
+  // Memtable size of the index database (up to twice this while one is
+  // written out).
   size_t write_buffer_size = 64 << 20;
-  // Block cache, shared by both databases, for reads of index entries and small values.
+  // Block cache of the index database (index entries and small values).
   size_t block_cache_bytes = 64 << 20;
+  // A value log file is closed for writing once it holds this many bytes.
+  uint64_t value_file_bytes = uint64_t{1} << 30;
   // Snappy saves nothing on float tensors and costs CPU; off by default.
   bool compression = false;
   // Not owned; must outlive the store. nullptr: the default (disk) Env.
@@ -45,7 +46,7 @@ struct LevelDbOptions {
 
 class LevelDbTensorStore : public TensorStore {
  public:
-  // Opens (creating if needed) the databases at options.path. Fails with
+  // Opens (creating if needed) the store at options.path. Fails with
   // FailedPrecondition when another process holds the database's lock, and
   // with DataLoss when the database is corrupt; the message names the path.
   static absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> Open(const LevelDbOptions& options);
@@ -53,6 +54,9 @@ class LevelDbTensorStore : public TensorStore {
   ~LevelDbTensorStore() override;
 
   std::unique_ptr<Batch> NewBatch() override;
+  // Large values are read from the value log and checked against their
+  // CRC-32: a damaged or truncated value file gives DataLoss naming the key's
+  // file and offset.
   absl::Status Write(Batch* batch, bool sync) override;
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   absl::StatusOr<std::optional<std::string>> GetBulk(std::string_view key) override;
@@ -62,6 +66,8 @@ class LevelDbTensorStore : public TensorStore {
 
  private:
   struct Impl;
+  // The value a large value's index entry `encoded_ref` points to.
+  absl::StatusOr<std::string> ReadValue(std::string_view key, std::string_view encoded_ref);
   explicit LevelDbTensorStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

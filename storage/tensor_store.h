@@ -31,6 +31,9 @@ class TensorStore {
     virtual void Delete(std::string_view key) = 0;
     // Bytes of keys and values held; used for flow control.
     virtual size_t ApproximateSize() const = 0;
+    // A hint: about this many bytes of values are still to be Put, so that
+    // the batch can make room once instead of growing (and copying) in steps.
+    virtual void Reserve(size_t value_bytes) { (void)value_bytes; }
   };
 
   virtual ~TensorStore() = default;
@@ -41,8 +44,8 @@ class TensorStore {
   // log and survives a crash of the process; with `sync` it was also fsynced
   // (survives power loss), and so was every write before it.
   // `batch` must come from this store's NewBatch(). (LevelDbTensorStore
-  // writes a batch's large values (KeyFamily::kValue) first, in a database of
-  // their own: a crash in between leaves only values no key refers to.)
+  // writes a batch's large values (KeyFamily::kValue) first, to its value
+  // log: a crash in between leaves only bytes no key refers to.)
   virtual absl::Status Write(Batch* batch, bool sync) = 0;
 
   // The value of `key`, std::nullopt when absent, an error on I/O failure or

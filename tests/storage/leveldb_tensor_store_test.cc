@@ -4,9 +4,9 @@
 #include <memory>
 #include <string>
 
+#include <algorithm>
 #include <atomic>
-#include <fstream>
-#include <sstream>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "leveldb/env.h"
@@ -77,64 +77,125 @@ TEST_F(LevelDbTensorStoreTest, ScanStopsWhenTheCallbackSaysSo) {
   EXPECT_EQ(n, 2);
 }
 
-TEST_F(LevelDbTensorStoreTest, LargeValuesLiveInADatabaseOfTheirOwn) {
+// The value log's files (NNNNNN.vlog), in order.
+std::vector<std::string> ValueFiles(leveldb::Env* env) {
+  std::vector<std::string> children, files;
+  env->GetChildren(std::string("/db/") + kValuesSubdir, &children);
+  for (const auto& f : children) {
+    if (f.size() > 5 && f.compare(f.size() - 5, 5, ".vlog") == 0) files.push_back(f);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string ReadWholeFile(leveldb::Env* env, const std::string& name) {
+  std::string out;
+  EXPECT_TRUE(leveldb::ReadFileToString(env, name, &out).ok()) << name;
+  return out;
+}
+
+TEST_F(LevelDbTensorStoreTest, LargeValuesGoToTheValueLogAndReadBackAfterReopen) {
   const std::string value_key = ValueKey("t", 3, "w", 7, "x");
   const std::string block_key = BlockKey("t", 3, "w", 7);
+  std::string value(5000, 'v');
+  value[17] = 'q';
   {
     auto store = Open();
     auto batch = store->NewBatch();
     batch->Put(block_key, "block");
-    batch->Put(value_key, std::string(5000, 'v'));
+    batch->Put(value_key, value);
     batch->Put(TrialKey("t"), "trial");
     ASSERT_TRUE(store->Write(batch.get(), true).ok());
   }
-  EXPECT_TRUE(env_->FileExists(std::string("/db/") + kValuesSubdir + "/CURRENT"));
+  // The bytes are in the value log, once; the index holds only where they are.
+  const auto files = ValueFiles(env_.get());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(ReadWholeFile(env_.get(), std::string("/db/") + kValuesSubdir + "/" + files[0]), value);
   auto store = Open();
-  auto v = store->GetBulk(value_key);
-  ASSERT_TRUE(v.ok() && v->has_value());
-  EXPECT_EQ(**v, std::string(5000, 'v'));
+  for (auto v : {store->Get(value_key), store->GetBulk(value_key)}) {
+    ASSERT_TRUE(v.ok() && v->has_value()) << v.status();
+    EXPECT_EQ(**v, value);
+  }
   auto b = store->Get(block_key);
   ASSERT_TRUE(b.ok() && b->has_value());
   EXPECT_EQ(**b, "block");
-  std::vector<std::string> values, all;
-  ASSERT_TRUE(store->Scan(FamilyPrefix(KeyFamily::kValue), [&](std::string_view k, std::string_view) {
-                     values.emplace_back(k);
+  // A scan of the value family yields values; the empty prefix every key but them.
+  std::vector<std::pair<std::string, std::string>> values;
+  std::vector<std::string> all;
+  ASSERT_TRUE(store->Scan(FamilyPrefix(KeyFamily::kValue), [&](std::string_view k, std::string_view v) {
+                     values.emplace_back(k, v);
                      return true;
                    }).ok());
   ASSERT_TRUE(store->Scan("", [&](std::string_view k, std::string_view) {
                      all.emplace_back(k);
                      return true;
                    }).ok());
-  EXPECT_EQ(values, std::vector<std::string>({value_key}));
+  ASSERT_EQ(values.size(), 1u);
+  EXPECT_EQ(values[0].first, value_key);
+  EXPECT_EQ(values[0].second, value);
   EXPECT_EQ(all, std::vector<std::string>({TrialKey("t"), block_key}));
 }
 
-TEST_F(LevelDbTensorStoreTest, ADirectoryWithoutItsValuesDatabaseIsRefusedNotChanged) {
-  {
-    auto store = Open();
+TEST_F(LevelDbTensorStoreTest, OpeningCreatesNoValueFileAndEachOpenWritesANewOne) {
+  auto put = [&](LevelDbTensorStore* store, int i) {
     auto batch = store->NewBatch();
-    batch->Put(TrialKey("t"), "trial");
+    batch->Put(ValueKey("t", i, "w", i + 1, "x"), std::string(3000 + i, static_cast<char>('a' + i)));
     ASSERT_TRUE(store->Write(batch.get(), false).ok());
+  };
+  { auto store = Open(); }
+  EXPECT_TRUE(ValueFiles(env_.get()).empty());
+  for (int i = 0; i < 3; ++i) {
+    auto store = Open();
+    put(store.get(), 2 * i);
+    put(store.get(), 2 * i + 1);
   }
-  // What a directory of the one-database layout (storage format 4) looks like.
-  const std::string values_dir = std::string("/db/") + kValuesSubdir;
-  std::vector<std::string> files;
-  ASSERT_TRUE(env_->GetChildren(values_dir, &files).ok());
-  for (const auto& f : files) env_->RemoveFile(values_dir + "/" + f);
-  LevelDbOptions o;
-  o.path = "/db";
-  o.env = env_.get();
-  auto store = LevelDbTensorStore::Open(o);
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(store.status().message().find("older tensorkeep"), std::string::npos) << store.status();
-  EXPECT_FALSE(env_->FileExists(values_dir + "/CURRENT")) << "the refused directory was changed";
+  // A crash may leave a torn tail in the last file: nothing is appended after it.
+  EXPECT_EQ(ValueFiles(env_.get()),
+            std::vector<std::string>({"000001.vlog", "000002.vlog", "000003.vlog"}));
+  auto store = Open();
+  for (int i = 0; i < 6; ++i) {
+    auto v = store->Get(ValueKey("t", i, "w", i + 1, "x"));
+    ASSERT_TRUE(v.ok() && v->has_value()) << v.status();
+    EXPECT_EQ(**v, std::string(3000 + i, static_cast<char>('a' + i)));
+  }
 }
 
-// Counts Sync() of the files under one directory.
+TEST_F(LevelDbTensorStoreTest, ADamagedOrTruncatedValueFileIsDataLossNamingTheFile) {
+  const std::string first = ValueKey("t", 0, "w", 1, "x");
+  const std::string second = ValueKey("t", 1, "w", 2, "x");
+  {
+    auto store = Open();
+    for (const auto& key : {first, second}) {
+      auto batch = store->NewBatch();
+      batch->Put(key, std::string(4096, 'z'));
+      ASSERT_TRUE(store->Write(batch.get(), false).ok());
+    }
+  }
+  const std::string file = std::string("/db/") + kValuesSubdir + "/000001.vlog";
+  std::string bytes = ReadWholeFile(env_.get(), file);
+  ASSERT_EQ(bytes.size(), 8192u);
+  bytes[100] ^= 1;  // one bit of the first value
+  bytes.resize(6000);  // and the second one cut short
+  ASSERT_TRUE(leveldb::WriteStringToFile(env_.get(), bytes, file).ok());
+  auto store = Open();
+  auto damaged = store->Get(first);
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(damaged.status().message().find("checksum"), std::string::npos) << damaged.status();
+  EXPECT_NE(damaged.status().message().find("000001.vlog"), std::string::npos) << damaged.status();
+  auto cut = store->GetBulk(second);
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(cut.status().message().find("truncated"), std::string::npos) << cut.status();
+  // The index is intact: the rest of the store reads on.
+  auto batch = store->NewBatch();
+  batch->Put(TrialKey("t"), "still writable");
+  ASSERT_TRUE(store->Write(batch.get(), false).ok());
+  EXPECT_EQ(**store->Get(TrialKey("t")), "still writable");
+}
+
+// Counts Sync() of the value log's files.
 class SyncCountingEnv : public leveldb::EnvWrapper {
  public:
-  SyncCountingEnv(leveldb::Env* base, std::string dir) : EnvWrapper(base), dir_(std::move(dir)) {}
+  explicit SyncCountingEnv(leveldb::Env* base) : EnvWrapper(base) {}
   leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
     return Wrap(f, target()->NewWritableFile(f, r), r);
   }
@@ -160,105 +221,88 @@ class SyncCountingEnv : public leveldb::EnvWrapper {
     std::atomic<int>* syncs_;
   };
   leveldb::Status Wrap(const std::string& f, leveldb::Status s, leveldb::WritableFile** r) {
-    const bool log = f.compare(0, dir_.size(), dir_) == 0 && f.size() > 4 &&
-                     f.compare(f.size() - 4, 4, ".log") == 0;
-    if (s.ok()) *r = new File(*r, log ? &syncs_ : nullptr);
+    const bool value_file = f.size() > 5 && f.compare(f.size() - 5, 5, ".vlog") == 0;
+    if (s.ok()) *r = new File(*r, value_file ? &syncs_ : nullptr);
     return s;
   }
-  const std::string dir_;
   std::atomic<int> syncs_{0};
 };
 
 TEST(LevelDbTensorStoreSyncTest, ASyncedWriteAlsoSyncsTheValuesWrittenBefore) {
   std::unique_ptr<leveldb::Env> mem(leveldb::NewMemEnv(leveldb::Env::Default()));
-  SyncCountingEnv env(mem.get(), std::string("/db/") + kValuesSubdir + "/");
+  SyncCountingEnv env(mem.get());
   LevelDbOptions o;
   o.path = "/db";
   o.env = &env;
+  o.value_file_bytes = 10000;  // a new value file every third value below
   auto store = LevelDbTensorStore::Open(o);
   ASSERT_TRUE(store.ok()) << store.status();
   auto write = [&](const std::string& key, bool sync) {
     auto batch = (*store)->NewBatch();
-    batch->Put(key, "x");
+    batch->Put(key, std::string(4000, 'x'));
     return (*store)->Write(batch.get(), sync);
   };
-  const int at_open = env.syncs();
   ASSERT_TRUE(write(ValueKey("t", 0, "w", 1, "x"), false).ok());
-  EXPECT_EQ(env.syncs(), at_open);
+  EXPECT_EQ(env.syncs(), 0);
   // An index-only write with sync: the value before it must be durable too.
   ASSERT_TRUE(write(WorkerKey("t", "w"), true).ok());
-  EXPECT_EQ(env.syncs(), at_open + 1);
-  // Nothing new in the values database: no second sync of it.
+  EXPECT_EQ(env.syncs(), 1);
+  // Nothing new in the value log: no second sync of it.
   ASSERT_TRUE(write(WorkerKey("t", "w"), true).ok());
-  EXPECT_EQ(env.syncs(), at_open + 1);
+  EXPECT_EQ(env.syncs(), 1);
   ASSERT_TRUE(write(ValueKey("t", 1, "w", 2, "x"), true).ok());
-  EXPECT_EQ(env.syncs(), at_open + 2);
+  EXPECT_EQ(env.syncs(), 2);
+  // Unsynced values in two files (the first closed for writing when full):
+  // the next synced write syncs both.
+  ASSERT_TRUE(write(ValueKey("t", 2, "w", 3, "x"), false).ok());
+  ASSERT_TRUE(write(ValueKey("t", 3, "w", 4, "x"), false).ok());
+  EXPECT_EQ(env.syncs(), 2);
+  ASSERT_TRUE(write(WorkerKey("t", "w"), true).ok());
+  EXPECT_EQ(env.syncs(), 4);
+  EXPECT_EQ(mem->FileExists("/db/values/000002.vlog"), true);
+  for (int i = 0; i < 4; ++i) {
+    auto v = (*store)->Get(ValueKey("t", i, "w", i + 1, "x"));
+    ASSERT_TRUE(v.ok() && v->has_value()) << v.status();
+    EXPECT_EQ(v->value().size(), 4000u);
+  }
 }
 
-// From the values database's LevelDB LOG: memtables were written to tables,
-// and no table was compacted (rewritten) after.
-void ExpectValuesWrittenOnce(const std::string& dir) {
-  std::ifstream log(dir + "/" + kValuesSubdir + "/LOG");
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_NE(text.str().find("Level-0 table"), std::string::npos) << "no memtable was written";
-  EXPECT_EQ(text.str().find("Compacted"), std::string::npos) << text.str();
-}
-
-TEST(LevelDbTensorStoreDiskTest, ValuesOfOneWriterAreNeverRewrittenByCompaction) {
-  // Values of increasing steps, with the small keys of each step (a block, the
-  // worker's commit) in the same batches, as the collector writes them: the
-  // values' tables go down the levels without being rewritten.
-  const std::string dir = ::testing::TempDir() + "/tk_store_compaction_test";
+TEST(LevelDbTensorStoreDiskTest, ValueBytesAreWrittenOnceAndNeverCompacted) {
+  // Values of increasing steps with the small keys of each step (a block, the
+  // worker's commit) in the same batches, as the collector writes them.
+  const std::string dir = ::testing::TempDir() + "/tk_store_value_log_test";
   std::filesystem::remove_all(dir);
   LevelDbOptions o;
   o.path = dir;
-  o.write_buffer_size = 1 << 20;  // many memtable flushes
+  o.write_buffer_size = 1 << 20;  // small memtables: the index is flushed often
+  const std::string value(64 << 10, 'v');
+  const int steps = 400;
   {
     auto store = LevelDbTensorStore::Open(o);
     ASSERT_TRUE(store.ok()) << store.status();
-    const std::string value(64 << 10, 'v');
-    for (uint64_t step = 0; step < 400; ++step) {
+    for (uint64_t step = 0; step < steps; ++step) {
       auto batch = (*store)->NewBatch();
       batch->Put(ValueKey("t", step, "w", step + 1, "x"), value);
       batch->Put(BlockKey("t", step, "w", step + 1), "block");
       batch->Put(WorkerKey("t", "w"), std::to_string(step));
       ASSERT_TRUE((*store)->Write(batch.get(), false).ok());
     }
-    auto v = (*store)->GetBulk(ValueKey("t", 123, "w", 124, "x"));
-    ASSERT_TRUE(v.ok() && v->has_value());
+  }
+  uintmax_t value_log = 0, index = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    (e.path().extension() == ".vlog" ? value_log : index) += e.file_size();
+  }
+  EXPECT_EQ(value_log, uintmax_t{steps} * value.size());
+  EXPECT_LT(index, uintmax_t{200} << 10) << "the index should hold no value bytes";
+  auto store = LevelDbTensorStore::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (uint64_t step : {0, 123, 399}) {
+    auto v = (*store)->GetBulk(ValueKey("t", step, "w", step + 1, "x"));
+    ASSERT_TRUE(v.ok() && v->has_value()) << v.status();
     EXPECT_EQ(**v, value);
   }
-  ExpectValuesWrittenOnce(dir);
-  std::filesystem::remove_all(dir);
-}
-
-TEST(LevelDbTensorStoreDiskTest, ValuesOfWritersAtDifferentStepsAreNeverCompactedEither) {
-  // Four writers 50 steps apart, their messages interleaved as the committer
-  // writes them; block ids increase in that order.
-  const std::string dir = ::testing::TempDir() + "/tk_store_writers_test";
-  std::filesystem::remove_all(dir);
-  LevelDbOptions o;
-  o.path = dir;
-  o.write_buffer_size = 1 << 20;
-  {
-    auto store = LevelDbTensorStore::Open(o);
-    ASSERT_TRUE(store.ok()) << store.status();
-    const std::string value(64 << 10, 'v');
-    uint64_t block_id = 0;
-    for (uint64_t i = 0; i < 100; ++i) {
-      for (int w = 0; w < 4; ++w) {
-        const std::string worker = "worker_" + std::to_string(w);
-        const uint64_t step = i + 50 * (3 - w);
-        auto batch = (*store)->NewBatch();
-        ++block_id;
-        batch->Put(ValueKey("t", step, worker, block_id, "x"), value);
-        batch->Put(BlockKey("t", step, worker, block_id), "block");
-        ASSERT_TRUE((*store)->Write(batch.get(), false).ok());
-      }
-    }
-  }
-  ExpectValuesWrittenOnce(dir);
+  store->reset();
   std::filesystem::remove_all(dir);
 }
 

@@ -1,0 +1,191 @@
+#include "storage/value_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <libdeflate.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "leveldb/env.h"
+
+namespace tensorkeep {
+namespace {
+
+constexpr std::string_view kSuffix = ".vlog";
+
+absl::Status IoError(const leveldb::Status& s, const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", s.ToString()));
+}
+
+// fsync of a directory, so that the files created in it survive power loss
+// (LevelDB's Env syncs directories only for its own MANIFEST files).
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("opening ", dir, ": ", std::strerror(errno)));
+  const int r = fsync(fd);
+  const int error = errno;
+  close(fd);
+  if (r != 0) return absl::InternalError(absl::StrCat("syncing ", dir, ": ", std::strerror(error)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint32_t ValueChecksum(std::string_view data) {
+  return libdeflate_crc32(0, data.data(), data.size());
+}
+
+ValueLog::ValueLog(leveldb::Env* env, std::string dir, uint64_t next_file, bool sync_directory,
+                   uint64_t max_file_bytes)
+    : env_(env),
+      dir_(std::move(dir)),
+      sync_directory_(sync_directory),
+      max_file_bytes_(max_file_bytes),
+      next_file_(next_file) {}
+
+ValueLog::~ValueLog() {
+  absl::MutexLock lock(&write_mu_);
+  for (auto& f : unsynced_closed_) f->Close();
+  if (out_ != nullptr) out_->Close();
+}
+
+absl::StatusOr<std::unique_ptr<ValueLog>> ValueLog::Open(leveldb::Env* env, std::string dir,
+                                                         bool sync_directory,
+                                                         uint64_t max_file_bytes) {
+  std::vector<std::string> children;
+  uint64_t last = 0;
+  // A directory that does not exist yet holds no files.
+  if (env->GetChildren(dir, &children).ok()) {
+    for (std::string_view name : children) {
+      if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) {
+        continue;
+      }
+      uint64_t n = 0;
+      const std::string_view digits = name.substr(0, name.size() - kSuffix.size());
+      if (absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &n)) {
+        last = std::max(last, n);
+      }
+    }
+  }
+  return std::unique_ptr<ValueLog>(new ValueLog(env, std::move(dir), last + 1, sync_directory, max_file_bytes));
+}
+
+std::string ValueLog::FileName(uint64_t file) const {
+  return absl::StrFormat("%s/%06d%s", dir_, file, kSuffix);
+}
+
+absl::Status ValueLog::StartFile() {
+  if (!dir_created_) {
+    env_->CreateDir(dir_);  // fails when it exists; opening the file below says if it is unusable
+    dir_created_ = true;
+  }
+  if (out_ != nullptr) {
+    if (unsynced_) {
+      unsynced_closed_.push_back(std::move(out_));  // closed after the next Sync
+    } else {
+      out_->Close();
+    }
+    out_.reset();
+  }
+  const uint64_t number = next_file_++;
+  leveldb::WritableFile* f = nullptr;
+  leveldb::Status s = env_->NewWritableFile(FileName(number), &f);
+  if (!s.ok()) return IoError(s, absl::StrCat("creating value file ", FileName(number)));
+  out_.reset(f);
+  file_ = number;
+  file_size_ = 0;
+  directory_unsynced_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data) {
+  absl::MutexLock lock(&write_mu_);
+  if (out_ == nullptr || file_size_ >= max_file_bytes_) {
+    absl::Status started = StartFile();
+    if (!started.ok()) return started;
+  }
+  const Position at{file_, file_size_};
+  leveldb::Status s = out_->Append(leveldb::Slice(data.data(), data.size()));
+  if (s.ok()) s = out_->Flush();  // out of LevelDB's user-space buffer: a crash keeps it
+  if (!s.ok()) {
+    // The file's end is unknown now: the next Append starts another file.
+    out_->Close();
+    out_.reset();
+    return IoError(s, absl::StrCat("writing ", data.size(), " bytes to ", FileName(at.file)));
+  }
+  file_size_ += data.size();
+  unsynced_ = true;
+  return at;
+}
+
+absl::Status ValueLog::Sync() {
+  absl::MutexLock lock(&write_mu_);
+  for (auto& f : unsynced_closed_) {
+    leveldb::Status s = f->Sync();
+    if (!s.ok()) return IoError(s, "syncing a value file");
+    f->Close();
+  }
+  unsynced_closed_.clear();
+  if (unsynced_ && out_ != nullptr) {
+    leveldb::Status s = out_->Sync();
+    if (!s.ok()) return IoError(s, absl::StrCat("syncing ", FileName(file_)));
+  }
+  unsynced_ = false;
+  if (directory_unsynced_ && sync_directory_) {
+    absl::Status s = SyncDirectory(dir_);
+    if (!s.ok()) return s;
+  }
+  directory_unsynced_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<leveldb::RandomAccessFile>> ValueLog::Reader(uint64_t file) {
+  absl::MutexLock lock(&read_mu_);
+  auto it = readers_.find(file);
+  if (it != readers_.end()) return it->second;
+  leveldb::RandomAccessFile* f = nullptr;
+  leveldb::Status s = env_->NewRandomAccessFile(FileName(file), &f);
+  if (!s.ok()) {
+    return absl::DataLossError(absl::StrCat("value file ", FileName(file), " cannot be opened (",
+                                            s.ToString(), "): the data directory is damaged"));
+  }
+  // Reads in flight keep a dropped handle alive (shared_ptr).
+  if (readers_.size() >= kMaxOpenFiles) readers_.erase(readers_.begin());
+  std::shared_ptr<leveldb::RandomAccessFile> reader(f);
+  readers_.emplace(file, reader);
+  return reader;
+}
+
+absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref,
+                                           std::string_view what_view) {
+  const std::string what(what_view);
+  auto reader = Reader(ref.file());
+  if (!reader.ok()) return reader.status();
+  std::string out;
+  out.resize(ref.size());
+  leveldb::Slice got;
+  leveldb::Status s = (*reader)->Read(ref.offset(), ref.size(), &got, out.data());
+  if (!s.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("reading ", what, " from ", FileName(ref.file()), ": ", s.ToString()));
+  }
+  if (got.size() != ref.size()) {
+    return absl::DataLossError(absl::StrCat(
+        FileName(ref.file()), " ends before ", what, " (", ref.size(), " bytes at offset ",
+        ref.offset(), "): the file was truncated"));
+  }
+  if (got.data() != out.data()) std::memcpy(out.data(), got.data(), got.size());
+  if (ValueChecksum(out) != ref.crc32()) {
+    return absl::DataLossError(absl::StrCat("the bytes of ", what, " in ", FileName(ref.file()),
+                                            " at offset ", ref.offset(),
+                                            " do not match their checksum: the file is damaged"));
+  }
+  return out;
+}
+
+}  // namespace tensorkeep

@@ -1,0 +1,106 @@
+// ValueLog: the bytes of large tensor values, appended to files of their own.
+//
+// The index (LevelDB) keeps, under each value's key, where its bytes are: a
+// storage::ValueRef (file, offset, size, CRC-32). Why not LevelDB: a value
+// stored in LevelDB is copied into its log (with a CRC), into the memtable,
+// then into a table file (another CRC, another write); measured, that was
+// most of the collector's CPU per ingested byte (docs/performance.md, R10).
+// Here a value is written once and read with one pread. Values are never
+// changed in place: a key's value is replaced by writing a new one elsewhere.
+//
+// Files are `NNNNNN.vlog` in one directory; every Open starts a new file
+// (a crashed process may have left a torn tail in the last one), and a file is
+// closed for writing once it holds `max_file_bytes`. Files and the directory are created at
+// the first Append, so opening a directory changes nothing in it.
+//
+// Thread safety: every method may be called concurrently.
+#ifndef TENSORKEEP_STORAGE_VALUE_LOG_H_
+#define TENSORKEEP_STORAGE_VALUE_LOG_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/stored.pb.h"
+
+namespace leveldb {
+class Env;
+class RandomAccessFile;
+class WritableFile;
+}  // namespace leveldb
+
+namespace tensorkeep {
+
+// CRC-32 (gzip's, computed by libdeflate) of `data`, as kept in storage::ValueRef::crc32.
+uint32_t ValueChecksum(std::string_view data);
+
+class ValueLog {
+ public:
+  // Read handles kept open at most (one descriptor each).
+  static constexpr size_t kMaxOpenFiles = 256;
+
+  // `env` is not owned and must outlive the log. Reads the directory's file
+  // numbers; creates nothing. `sync_directory`: Sync also fsyncs `dir` after
+  // a file was created in it (a real directory; not with an in-memory Env).
+  static absl::StatusOr<std::unique_ptr<ValueLog>> Open(leveldb::Env* env, std::string dir,
+                                                        bool sync_directory,
+                                                        uint64_t max_file_bytes);
+  ~ValueLog();
+
+  // Appends `data` (a batch's values, back to back) and hands it to the
+  // operating system: once this returns it survives a crash of the process.
+  // Returns where `data` starts; a value at byte k of `data` is at offset
+  // start + k of that file.
+  struct Position {
+    uint64_t file = 0;
+    uint64_t offset = 0;
+  };
+  absl::StatusOr<Position> Append(std::string_view data);
+
+  // Makes every appended byte durable (fsync); nothing to do when nothing was
+  // appended since the last Sync.
+  absl::Status Sync();
+
+  // The value `ref` points to. DataLoss when the file is missing, shorter than
+  // `ref` says, or the bytes do not match its checksum; `what` names the value
+  // in that message.
+  absl::StatusOr<std::string> Read(const storage::ValueRef& ref, std::string_view what);
+
+  std::string FileName(uint64_t file) const;
+
+ private:
+  ValueLog(leveldb::Env* env, std::string dir, uint64_t next_file, bool sync_directory,
+           uint64_t max_file_bytes);
+  absl::StatusOr<std::shared_ptr<leveldb::RandomAccessFile>> Reader(uint64_t file);
+  absl::Status StartFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+
+  leveldb::Env* const env_;
+  const std::string dir_;
+  const bool sync_directory_;
+  const uint64_t max_file_bytes_;
+
+  absl::Mutex write_mu_;
+  bool dir_created_ ABSL_GUARDED_BY(write_mu_) = false;
+  uint64_t next_file_ ABSL_GUARDED_BY(write_mu_);
+  uint64_t file_ ABSL_GUARDED_BY(write_mu_) = 0;  // 0: none open for writing
+  uint64_t file_size_ ABSL_GUARDED_BY(write_mu_) = 0;
+  std::unique_ptr<leveldb::WritableFile> out_ ABSL_GUARDED_BY(write_mu_);
+  // Files closed for writing with bytes not yet synced: Sync covers them too.
+  std::vector<std::unique_ptr<leveldb::WritableFile>> unsynced_closed_ ABSL_GUARDED_BY(write_mu_);
+  bool unsynced_ ABSL_GUARDED_BY(write_mu_) = false;
+  bool directory_unsynced_ ABSL_GUARDED_BY(write_mu_) = false;
+
+  absl::Mutex read_mu_;
+  std::map<uint64_t, std::shared_ptr<leveldb::RandomAccessFile>> readers_ ABSL_GUARDED_BY(read_mu_);
+};
+
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_STORAGE_VALUE_LOG_H_
