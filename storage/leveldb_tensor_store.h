@@ -8,7 +8,7 @@
 // LevelDB a value is written three times (log, memtable, table) and
 // checksummed twice, and tables of values were compacted again when their
 // keys overlapped; the value log writes each byte once. Measured in
-// docs/performance.md (R4, R10).
+// docs/performance.md (R4).
 #ifndef TENSORKEEP_STORAGE_LEVELDB_TENSOR_STORE_H_
 #define TENSORKEEP_STORAGE_LEVELDB_TENSOR_STORE_H_
 

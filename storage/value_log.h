@@ -4,7 +4,7 @@
 // storage::ValueRef (file, offset, size, CRC-32). Why not LevelDB: a value
 // stored in LevelDB is copied into its log (with a CRC), into the memtable,
 // then into a table file (another CRC, another write); measured, that was
-// most of the collector's CPU per ingested byte (docs/performance.md, R10).
+// most of the collector's CPU per ingested byte (docs/performance.md, R4).
 // Here a value is written once and read with one pread. Values are never
 // changed in place: a key's value is replaced by writing a new one elsewhere.
 //
