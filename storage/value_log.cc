@@ -166,6 +166,16 @@ absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref,
   const std::string what(what_view);
   auto reader = Reader(ref.file());
   if (!reader.ok()) return reader.status();
+  // A damaged index entry must not make us allocate what the file cannot hold.
+  if (ref.size() > (uint64_t{64} << 20)) {
+    uint64_t file_size = 0;
+    if (!env_->GetFileSize(FileName(ref.file()), &file_size).ok() ||
+        ref.offset() > file_size || ref.size() > file_size - ref.offset()) {
+      return absl::DataLossError(absl::StrCat(FileName(ref.file()), " ends before ", what, " (",
+                                              ref.size(), " bytes at offset ", ref.offset(),
+                                              "): the file was truncated"));
+    }
+  }
   std::string out;
   out.resize(ref.size());
   leveldb::Slice got;

@@ -11,7 +11,9 @@
 #include "gtest/gtest.h"
 #include "leveldb/env.h"
 #include "leveldb/helpers/memenv.h"
+#include "leveldb/db.h"
 #include "storage/keys.h"
+#include "storage/stored.pb.h"
 
 namespace tensorkeep {
 namespace {
@@ -177,7 +179,28 @@ TEST_F(LevelDbTensorStoreTest, ADamagedOrTruncatedValueFileIsDataLossNamingTheFi
   bytes[100] ^= 1;  // one bit of the first value
   bytes.resize(6000);  // and the second one cut short
   ASSERT_TRUE(leveldb::WriteStringToFile(env_.get(), bytes, file).ok());
+  // Index entries that point past the end of the file or do not parse.
+  const std::string huge = ValueKey("t", 2, "w", 3, "x");
+  const std::string garbage = ValueKey("t", 3, "w", 4, "x");
+  {
+    leveldb::Options o;
+    o.env = env_.get();
+    leveldb::DB* raw = nullptr;
+    ASSERT_TRUE(leveldb::DB::Open(o, "/db", &raw).ok());
+    std::unique_ptr<leveldb::DB> index(raw);
+    storage::ValueRef ref;
+    ref.set_file(1);
+    ref.set_size(uint64_t{1} << 40);
+    ASSERT_TRUE(index->Put(leveldb::WriteOptions(), huge, ref.SerializeAsString()).ok());
+    ASSERT_TRUE(index->Put(leveldb::WriteOptions(), garbage, "\xff\xff\xff").ok());
+  }
   auto store = Open();
+  auto too_large = store->Get(huge);
+  EXPECT_EQ(too_large.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(too_large.status().message().find("truncated"), std::string::npos) << too_large.status();
+  auto unparsed = store->Get(garbage);
+  EXPECT_EQ(unparsed.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(unparsed.status().message().find("damaged"), std::string::npos) << unparsed.status();
   auto damaged = store->Get(first);
   EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(damaged.status().message().find("checksum"), std::string::npos) << damaged.status();
