@@ -257,7 +257,7 @@ TEST(LevelDbTensorStoreSyncTest, ASyncedWriteAlsoSyncsTheValuesWrittenBefore) {
   LevelDbOptions o;
   o.path = "/db";
   o.env = &env;
-  o.value_file_bytes = 10000;  // a new value file every third value below
+  o.value_file_bytes = 10000;  // the fourth value below starts a second file
   auto store = LevelDbTensorStore::Open(o);
   ASSERT_TRUE(store.ok()) << store.status();
   auto write = [&](const std::string& key, bool sync) {
