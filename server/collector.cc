@@ -282,13 +282,19 @@ absl::Status CheckSize(const Collector::Value& value, size_t size) {
 
 absl::StatusOr<std::string> Collector::ReadLargeValue(const Value& value,
                                                       const std::string& key) const {
-  TK_ASSIGN_OR_RETURN(auto data, store_->GetBulk(key));
-  if (!data.has_value()) {
+  auto data = store_->GetBulk(key);
+  if (!data.ok()) {
+    // The store names the file and offset; say which tensor it was.
+    return absl::Status(data.status().code(),
+                        absl::StrCat("reading tensor '", value.meta.name(), "' at step ",
+                                     value.where.global_step, ": ", data.status().message()));
+  }
+  if (!data->has_value()) {
     return absl::DataLossError(absl::StrCat("value of tensor '", value.meta.name(), "' at step ",
                                             value.where.global_step, " is missing"));
   }
-  TK_RETURN_IF_ERROR(CheckSize(value, data->size()));
-  return std::move(*data);
+  TK_RETURN_IF_ERROR(CheckSize(value, (*data)->size()));
+  return std::move(**data);
 }
 
 absl::Status Collector::LoadValue(const Trial& trial, Value* value) const {

@@ -86,7 +86,8 @@ absl::Status FromLevelDb(const leveldb::Status& s, absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", s.ToString()));
 }
 
-// "value <key bytes as hex>" for messages about a value that cannot be read.
+// "the value under key <key bytes as hex>", for messages about a value that
+// cannot be read (the collector adds the tensor's name and step).
 std::string DescribeValueKey(std::string_view key) {
   return absl::StrCat("the value under key ",
                       absl::BytesToHexString(absl::string_view(key.data(), key.size())));

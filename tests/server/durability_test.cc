@@ -1,6 +1,8 @@
 // Every acknowledged write survives kill -9 of the collector; the server
 // refuses a data directory in use and stops cleanly on SIGTERM.
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "base/errors.h"
 #include "client/trial.h"
@@ -130,6 +132,58 @@ TEST_F(DurabilityTest, SigtermShutsDownCleanlyAndDataRemains) {
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->data, Float32Record("x", 0, 16, 3).data());
   EXPECT_TRUE(trial.Summary()->ended());
+}
+
+TEST_F(DurabilityTest, ADamagedValueFileFailsOnlyItsTensorWithDataLoss) {
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(Args()));
+    client::WriterOptions o;
+    o.server = server.address;
+    o.trial = "damaged";
+    auto w = client::Writer::Open(o);
+    ASSERT_TRUE(w.ok());
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE((*w)->Write(Float32Record("big", step, 16384, step + 1)).ok());  // value log
+      ASSERT_TRUE((*w)->Write(Float32Record("small", step, 16, step + 1)).ok());   // its block
+      ASSERT_TRUE((*w)->EndStep(step).ok());
+    }
+    ASSERT_TRUE((*w)->Close(true).ok());
+    server.Signal(SIGTERM);
+    ASSERT_TRUE(WIFEXITED(server.Wait()));
+  }
+  // One bit of the first value written (big at step 0) flips on disk.
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ + "/db/" + kValuesSubdir)) {
+    files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(100);
+    f.write(&c, 1);
+  }
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(Args()));
+  auto conn = Connection::Open(again.address);
+  client::Trial trial(*conn, "damaged");
+  auto bad = trial.tensor("big").GetValue(0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << bad.status();
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("tensor 'big' at step 0"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("checksum"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr(files[0].filename().string()));
+  // Everything else reads back whole.
+  auto good = trial.tensor("big").GetValue(1);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->data, Float32Record("big", 1, 16384, 2).data());
+  auto small = trial.tensor("small").GetValue(0);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->data, Float32Record("small", 0, 16, 1).data());
 }
 
 TEST_F(DurabilityTest, ADatabaseOfAnotherFormatIsRefusedWithAnActionableMessage) {
