@@ -24,6 +24,16 @@ class DurabilityTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = testing::MakeTempDir("durability"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  // A writer of `trial`, one worker, on `server`.
+  static std::unique_ptr<client::Writer> OpenWriter(const ServerProcess& server,
+                                                    const std::string& trial) {
+    client::WriterOptions o;
+    o.server = server.address;
+    o.trial = trial;
+    auto w = client::Writer::Open(o);
+    EXPECT_TRUE(w.ok()) << w.status();
+    return w.ok() ? std::move(*w) : nullptr;
+  }
   std::vector<std::string> Args() const {
     return {"--listen", "127.0.0.1:0", "--data-dir", dir_ + "/db", "--log-level", "warn"};
   }
@@ -111,13 +121,10 @@ TEST_F(DurabilityTest, SigtermShutsDownCleanlyAndDataRemains) {
   {
     ServerProcess server;
     ASSERT_TRUE(server.Start(Args()));
-    client::WriterOptions o;
-    o.server = server.address;
-    o.trial = "clean";
-    auto w = client::Writer::Open(o);
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Write(Float32Record("x", 0, 16, 3)).ok());
-    ASSERT_TRUE((*w)->Close(true).ok());
+    auto w = OpenWriter(server, "clean");
+    ASSERT_NE(w, nullptr);
+    ASSERT_TRUE(w->Write(Float32Record("x", 0, 16, 3)).ok());
+    ASSERT_TRUE(w->Close(true).ok());
     server.Signal(SIGTERM);
     const int status = server.Wait();
     ASSERT_TRUE(WIFEXITED(status));
@@ -138,17 +145,14 @@ TEST_F(DurabilityTest, ADamagedValueFileFailsOnlyItsTensorWithDataLoss) {
   {
     ServerProcess server;
     ASSERT_TRUE(server.Start(Args()));
-    client::WriterOptions o;
-    o.server = server.address;
-    o.trial = "damaged";
-    auto w = client::Writer::Open(o);
-    ASSERT_TRUE(w.ok());
+    auto w = OpenWriter(server, "damaged");
+    ASSERT_NE(w, nullptr);
     for (int step = 0; step < 2; ++step) {
-      ASSERT_TRUE((*w)->Write(Float32Record("big", step, 16384, step + 1)).ok());  // value log
-      ASSERT_TRUE((*w)->Write(Float32Record("small", step, 16, step + 1)).ok());   // its block
-      ASSERT_TRUE((*w)->EndStep(step).ok());
+      ASSERT_TRUE(w->Write(Float32Record("big", step, 16384, step + 1)).ok());  // value log
+      ASSERT_TRUE(w->Write(Float32Record("small", step, 16, step + 1)).ok());   // its block
+      ASSERT_TRUE(w->EndStep(step).ok());
     }
-    ASSERT_TRUE((*w)->Close(true).ok());
+    ASSERT_TRUE(w->Close(true).ok());
     server.Signal(SIGTERM);
     ASSERT_TRUE(WIFEXITED(server.Wait()));
   }
