@@ -79,19 +79,23 @@ std::string ValueLog::FileName(uint64_t file) const {
   return absl::StrFormat("%s/%06d%s", dir_, file, kSuffix);
 }
 
+void ValueLog::RetireFile() {
+  if (out_ == nullptr) return;
+  if (unsynced_) {
+    unsynced_closed_.push_back(std::move(out_));  // synced, then closed, by the next Sync
+  } else {
+    out_->Close();
+  }
+  out_.reset();
+  unsynced_ = false;
+}
+
 absl::Status ValueLog::StartFile() {
   if (!dir_created_) {
     env_->CreateDir(dir_);  // fails when it exists; opening the file below says if it is unusable
     dir_created_ = true;
   }
-  if (out_ != nullptr) {
-    if (unsynced_) {
-      unsynced_closed_.push_back(std::move(out_));  // closed after the next Sync
-    } else {
-      out_->Close();
-    }
-    out_.reset();
-  }
+  RetireFile();
   const uint64_t number = next_file_++;
   leveldb::WritableFile* f = nullptr;
   leveldb::Status s = env_->NewWritableFile(FileName(number), &f);
@@ -113,9 +117,10 @@ absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data) {
   leveldb::Status s = out_->Append(leveldb::Slice(data.data(), data.size()));
   if (s.ok()) s = out_->Flush();  // out of LevelDB's user-space buffer: a crash keeps it
   if (!s.ok()) {
-    // The file's end is unknown now: the next Append starts another file.
-    out_->Close();
-    out_.reset();
+    // The file's end is unknown now: the next Append starts another file. The
+    // bytes before this write still need the next Sync.
+    unsynced_ = true;
+    RetireFile();
     return IoError(s, absl::StrCat("writing ", data.size(), " bytes to ", FileName(at.file)));
   }
   file_size_ += data.size();
@@ -125,12 +130,13 @@ absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data) {
 
 absl::Status ValueLog::Sync() {
   absl::MutexLock lock(&write_mu_);
-  for (auto& f : unsynced_closed_) {
-    leveldb::Status s = f->Sync();
+  // One at a time, so that a failure leaves the files not yet synced listed.
+  while (!unsynced_closed_.empty()) {
+    leveldb::Status s = unsynced_closed_.front()->Sync();
     if (!s.ok()) return IoError(s, "syncing a value file");
-    f->Close();
+    unsynced_closed_.front()->Close();
+    unsynced_closed_.erase(unsynced_closed_.begin());
   }
-  unsynced_closed_.clear();
   if (unsynced_ && out_ != nullptr) {
     leveldb::Status s = out_->Sync();
     if (!s.ok()) return IoError(s, absl::StrCat("syncing ", FileName(file_)));

@@ -79,6 +79,8 @@ class ValueLog {
   ValueLog(leveldb::Env* env, std::string dir, uint64_t next_file, bool sync_directory,
            uint64_t max_file_bytes);
   absl::StatusOr<std::shared_ptr<leveldb::RandomAccessFile>> Reader(uint64_t file);
+  // Closes the file being written (after the next Sync when it holds unsynced bytes).
+  void RetireFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status StartFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   leveldb::Env* const env_;

@@ -251,6 +251,76 @@ class SyncCountingEnv : public leveldb::EnvWrapper {
   std::atomic<int> syncs_{0};
 };
 
+// Fails the next Append to a value file when told to.
+class FailingAppendEnv : public leveldb::EnvWrapper {
+ public:
+  explicit FailingAppendEnv(leveldb::Env* base) : EnvWrapper(base) {}
+  leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
+    leveldb::Status s = target()->NewWritableFile(f, r);
+    if (s.ok() && f.size() > 5 && f.compare(f.size() - 5, 5, ".vlog") == 0) *r = new File(*r, this);
+    return s;
+  }
+  std::atomic<bool> fail_next_append{false};
+  std::atomic<int> syncs{0};
+
+ private:
+  class File : public leveldb::WritableFile {
+   public:
+    File(leveldb::WritableFile* f, FailingAppendEnv* env) : f_(f), env_(env) {}
+    leveldb::Status Append(const leveldb::Slice& d) override {
+      if (env_->fail_next_append.exchange(false)) return leveldb::Status::IOError("disk full");
+      return f_->Append(d);
+    }
+    leveldb::Status Close() override { return f_->Close(); }
+    leveldb::Status Flush() override { return f_->Flush(); }
+    leveldb::Status Sync() override {
+      ++env_->syncs;
+      return f_->Sync();
+    }
+
+   private:
+    std::unique_ptr<leveldb::WritableFile> f_;
+    FailingAppendEnv* env_;
+  };
+};
+
+TEST(LevelDbTensorStoreSyncTest, AFailedValueWriteLeavesNoKeyAndTheNextSyncCoversWhatCameBefore) {
+  std::unique_ptr<leveldb::Env> mem(leveldb::NewMemEnv(leveldb::Env::Default()));
+  FailingAppendEnv env(mem.get());
+  LevelDbOptions o;
+  o.path = "/db";
+  o.env = &env;
+  auto store = LevelDbTensorStore::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto write = [&](const std::string& key, bool sync) {
+    auto batch = (*store)->NewBatch();
+    batch->Put(key, std::string(4000, key.back()));
+    return (*store)->Write(batch.get(), sync);
+  };
+  const std::string before = ValueKey("t", 0, "w", 1, "a");
+  const std::string failed = ValueKey("t", 1, "w", 2, "b");
+  const std::string after = ValueKey("t", 2, "w", 3, "c");
+  ASSERT_TRUE(write(before, false).ok());
+  env.fail_next_append = true;
+  auto s = write(failed, false);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("disk full"), std::string::npos) << s;
+  auto missing = (*store)->Get(failed);
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_FALSE(missing->has_value()) << "a key without its value";
+  ASSERT_TRUE(write(after, false).ok());  // in a new file
+  EXPECT_EQ(env.syncs.load(), 0);
+  // A synced write: the file of `before` (abandoned after the failure) and the
+  // file of `after` are both synced.
+  ASSERT_TRUE(write(WorkerKey("t", "w"), true).ok());
+  EXPECT_EQ(env.syncs.load(), 2);
+  for (const auto& key : {before, after}) {
+    auto v = (*store)->Get(key);
+    ASSERT_TRUE(v.ok() && v->has_value()) << v.status();
+    EXPECT_EQ(**v, std::string(4000, key.back()));
+  }
+}
+
 TEST(LevelDbTensorStoreSyncTest, ASyncedWriteAlsoSyncsTheValuesWrittenBefore) {
   std::unique_ptr<leveldb::Env> mem(leveldb::NewMemEnv(leveldb::Env::Default()));
   SyncCountingEnv env(mem.get());
