@@ -1,16 +1,16 @@
 #include "storage/leveldb_tensor_store.h"
 
 #include <filesystem>
-#include <vector>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "leveldb/cache.h"
 #include "leveldb/db.h"
 #include "leveldb/env.h"
 #include "leveldb/filter_policy.h"
-#include "base/status_macros.h"
 #include "leveldb/write_batch.h"
 #include "storage/keys.h"
 #include "storage/pread_env.h"
@@ -28,8 +28,8 @@ class LevelDbBatch : public TensorStore::Batch {
  public:
   void Put(std::string_view key, std::string_view value) override {
     if (IsValueKey(key)) {
-      values_.push_back(PendingValue{std::string(key), bytes_.size(), value.size(),
-                                     ValueChecksum(value)});
+      values_.push_back(
+          PendingValue{std::string(key), bytes_.size(), value.size(), ValueChecksum(value)});
       bytes_.append(value);
       return;
     }
@@ -239,8 +239,8 @@ absl::Status LevelDbTensorStore::Scan(
   leveldb::ReadOptions ro;
   ro.fill_cache = false;
   const bool values = IsValueKey(prefix);
-  const std::string after_values = FamilyPrefix(static_cast<KeyFamily>(
-      static_cast<uint8_t>(KeyFamily::kValue) + 1));
+  const std::string after_values =
+      FamilyPrefix(static_cast<KeyFamily>(static_cast<uint8_t>(KeyFamily::kValue) + 1));
   std::unique_ptr<leveldb::Iterator> it(impl_->index->NewIterator(ro));
   it->Seek(leveldb::Slice(prefix.data(), prefix.size()));
   while (it->Valid()) {

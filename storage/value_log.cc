@@ -1,12 +1,14 @@
 #include "storage/value_log.h"
 
 #include <fcntl.h>
+#include <libdeflate.h>
 #include <unistd.h>
 
-#include <libdeflate.h>
-
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -59,8 +61,13 @@ absl::StatusOr<std::unique_ptr<ValueLog>> ValueLog::Open(leveldb::Env* env, std:
                                                          uint64_t max_file_bytes) {
   std::vector<std::string> children;
   uint64_t last = 0;
+  leveldb::Status listed = env->GetChildren(dir, &children);
   // A directory that does not exist yet holds no files.
-  if (env->GetChildren(dir, &children).ok()) {
+  if (!listed.ok() && !listed.IsNotFound()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot list the value files in ", dir, ": ", listed.ToString()));
+  }
+  if (listed.ok()) {
     for (std::string_view name : children) {
       if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) {
         continue;
@@ -72,7 +79,8 @@ absl::StatusOr<std::unique_ptr<ValueLog>> ValueLog::Open(leveldb::Env* env, std:
       }
     }
   }
-  return std::unique_ptr<ValueLog>(new ValueLog(env, std::move(dir), last + 1, sync_directory, max_file_bytes));
+  return std::unique_ptr<ValueLog>(
+      new ValueLog(env, std::move(dir), last + 1, sync_directory, max_file_bytes));
 }
 
 std::string ValueLog::FileName(uint64_t file) const {
@@ -175,8 +183,8 @@ absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref,
   // A damaged index entry must not make us allocate what the file cannot hold.
   if (ref.size() > (uint64_t{64} << 20)) {
     uint64_t file_size = 0;
-    if (!env_->GetFileSize(FileName(ref.file()), &file_size).ok() ||
-        ref.offset() > file_size || ref.size() > file_size - ref.offset()) {
+    if (!env_->GetFileSize(FileName(ref.file()), &file_size).ok() || ref.offset() > file_size ||
+        ref.size() > file_size - ref.offset()) {
       return absl::DataLossError(absl::StrCat(FileName(ref.file()), " ends before ", what, " (",
                                               ref.size(), " bytes at offset ", ref.offset(),
                                               "): the file was truncated"));
@@ -191,9 +199,9 @@ absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref,
         absl::StrCat("reading ", what, " from ", FileName(ref.file()), ": ", s.ToString()));
   }
   if (got.size() != ref.size()) {
-    return absl::DataLossError(absl::StrCat(
-        FileName(ref.file()), " ends before ", what, " (", ref.size(), " bytes at offset ",
-        ref.offset(), "): the file was truncated"));
+    return absl::DataLossError(absl::StrCat(FileName(ref.file()), " ends before ", what, " (",
+                                            ref.size(), " bytes at offset ", ref.offset(),
+                                            "): the file was truncated"));
   }
   if (got.data() != out.data()) std::memcpy(out.data(), got.data(), got.size());
   if (ValueChecksum(out) != ref.crc32()) {

@@ -1,17 +1,16 @@
 #include "storage/leveldb_tensor_store.h"
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <algorithm>
-#include <atomic>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "leveldb/db.h"
 #include "leveldb/env.h"
 #include "leveldb/helpers/memenv.h"
-#include "leveldb/db.h"
 #include "storage/keys.h"
 #include "storage/stored.pb.h"
 
@@ -44,7 +43,8 @@ TEST_F(LevelDbTensorStoreTest, BatchIsVisibleAfterWriteAndSurvivesReopen) {
   auto store = Open();
   // A plain read and a bulk read (not cached) see the same.
   using Read = absl::StatusOr<std::optional<std::string>> (TensorStore::*)(std::string_view);
-  for (Read read : {static_cast<Read>(&TensorStore::Get), static_cast<Read>(&TensorStore::GetBulk)}) {
+  for (Read read :
+       {static_cast<Read>(&TensorStore::Get), static_cast<Read>(&TensorStore::GetBulk)}) {
     auto v = (store.get()->*read)("a2");
     ASSERT_TRUE(v.ok());
     ASSERT_TRUE(v->has_value());
@@ -61,11 +61,14 @@ TEST_F(LevelDbTensorStoreTest, ScanVisitsOnlyThePrefixInOrder) {
   for (const char* k : {"b", "a3", "a1", "a2", "c"}) batch->Put(k, k);
   ASSERT_TRUE(store->Write(batch.get(), true).ok());
   std::string seen;
-  ASSERT_TRUE(store->Scan("a", [&](std::string_view k, std::string_view v) {
-    EXPECT_EQ(k, v);
-    seen += std::string(k) + ",";
-    return true;
-  }).ok());
+  ASSERT_TRUE(store
+                  ->Scan("a",
+                         [&](std::string_view k, std::string_view v) {
+                           EXPECT_EQ(k, v);
+                           seen += std::string(k) + ",";
+                           return true;
+                         })
+                  .ok());
   EXPECT_EQ(seen, "a1,a2,a3,");
 }
 
@@ -124,14 +127,20 @@ TEST_F(LevelDbTensorStoreTest, LargeValuesGoToTheValueLogAndReadBackAfterReopen)
   // A scan of the value family yields values; the empty prefix every key but them.
   std::vector<std::pair<std::string, std::string>> values;
   std::vector<std::string> all;
-  ASSERT_TRUE(store->Scan(FamilyPrefix(KeyFamily::kValue), [&](std::string_view k, std::string_view v) {
-                     values.emplace_back(k, v);
-                     return true;
-                   }).ok());
-  ASSERT_TRUE(store->Scan("", [&](std::string_view k, std::string_view) {
-                     all.emplace_back(k);
-                     return true;
-                   }).ok());
+  ASSERT_TRUE(store
+                  ->Scan(FamilyPrefix(KeyFamily::kValue),
+                         [&](std::string_view k, std::string_view v) {
+                           values.emplace_back(k, v);
+                           return true;
+                         })
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Scan("",
+                         [&](std::string_view k, std::string_view) {
+                           all.emplace_back(k);
+                           return true;
+                         })
+                  .ok());
   ASSERT_EQ(values.size(), 1u);
   EXPECT_EQ(values[0].first, value_key);
   EXPECT_EQ(values[0].second, value);
@@ -141,7 +150,8 @@ TEST_F(LevelDbTensorStoreTest, LargeValuesGoToTheValueLogAndReadBackAfterReopen)
 TEST_F(LevelDbTensorStoreTest, OpeningCreatesNoValueFileAndEachOpenWritesANewOne) {
   auto put = [&](LevelDbTensorStore* store, int i) {
     auto batch = store->NewBatch();
-    batch->Put(ValueKey("t", i, "w", i + 1, "x"), std::string(3000 + i, static_cast<char>('a' + i)));
+    batch->Put(ValueKey("t", i, "w", i + 1, "x"),
+               std::string(3000 + i, static_cast<char>('a' + i)));
     ASSERT_TRUE(store->Write(batch.get(), false).ok());
   };
   { auto store = Open(); }
@@ -176,7 +186,7 @@ TEST_F(LevelDbTensorStoreTest, ADamagedOrTruncatedValueFileIsDataLossNamingTheFi
   const std::string file = std::string("/db/") + kValuesSubdir + "/000001.vlog";
   std::string bytes = ReadWholeFile(env_.get(), file);
   ASSERT_EQ(bytes.size(), 8192u);
-  bytes[100] ^= 1;  // one bit of the first value
+  bytes[100] ^= 1;     // one bit of the first value
   bytes.resize(6000);  // and the second one cut short
   ASSERT_TRUE(leveldb::WriteStringToFile(env_.get(), bytes, file).ok());
   // Index entries that point past the end of the file or do not parse.
@@ -197,7 +207,8 @@ TEST_F(LevelDbTensorStoreTest, ADamagedOrTruncatedValueFileIsDataLossNamingTheFi
   auto store = Open();
   auto too_large = store->Get(huge);
   EXPECT_EQ(too_large.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(too_large.status().message().find("truncated"), std::string::npos) << too_large.status();
+  EXPECT_NE(too_large.status().message().find("truncated"), std::string::npos)
+      << too_large.status();
   auto unparsed = store->Get(garbage);
   EXPECT_EQ(unparsed.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(unparsed.status().message().find("damaged"), std::string::npos) << unparsed.status();
@@ -422,7 +433,9 @@ TEST(LevelDbTensorStoreDiskTest, TableFilesReadBackThroughPreadAfterReopen) {
   LevelDbOptions o;
   o.path = dir;
   o.write_buffer_size = 1 << 20;  // small memtables: many table files
-  auto value = [](int i) { return std::string(40000, static_cast<char>('a' + i % 26)) + std::to_string(i); };
+  auto value = [](int i) {
+    return std::string(40000, static_cast<char>('a' + i % 26)) + std::to_string(i);
+  };
   {
     auto store = LevelDbTensorStore::Open(o);
     ASSERT_TRUE(store.ok()) << store.status();
@@ -446,7 +459,8 @@ TEST(LevelDbTensorStoreDiskTest, TableFilesReadBackThroughPreadAfterReopen) {
     EXPECT_EQ(**v, value(i));
   }
   int n = 0;
-  ASSERT_TRUE((*store)->Scan("k", [&](std::string_view, std::string_view) { return ++n > 0; }).ok());
+  ASSERT_TRUE(
+      (*store)->Scan("k", [&](std::string_view, std::string_view) { return ++n > 0; }).ok());
   EXPECT_EQ(n, 500);
   store->reset();
   std::filesystem::remove_all(dir);
