@@ -226,46 +226,11 @@ TEST_F(LevelDbTensorStoreTest, ADamagedOrTruncatedValueFileIsDataLossNamingTheFi
   EXPECT_EQ(**store->Get(TrialKey("t")), "still writable");
 }
 
-// Counts Sync() of the value log's files.
-class SyncCountingEnv : public leveldb::EnvWrapper {
+// Wraps the value log's files: counts their Sync() calls and fails the next
+// Append when told to.
+class ValueFileEnv : public leveldb::EnvWrapper {
  public:
-  explicit SyncCountingEnv(leveldb::Env* base) : EnvWrapper(base) {}
-  leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
-    return Wrap(f, target()->NewWritableFile(f, r), r);
-  }
-  leveldb::Status NewAppendableFile(const std::string& f, leveldb::WritableFile** r) override {
-    return Wrap(f, target()->NewAppendableFile(f, r), r);
-  }
-  int syncs() const { return syncs_.load(); }
-
- private:
-  class File : public leveldb::WritableFile {
-   public:
-    File(leveldb::WritableFile* f, std::atomic<int>* syncs) : f_(f), syncs_(syncs) {}
-    leveldb::Status Append(const leveldb::Slice& d) override { return f_->Append(d); }
-    leveldb::Status Close() override { return f_->Close(); }
-    leveldb::Status Flush() override { return f_->Flush(); }
-    leveldb::Status Sync() override {
-      if (syncs_ != nullptr) ++*syncs_;
-      return f_->Sync();
-    }
-
-   private:
-    std::unique_ptr<leveldb::WritableFile> f_;
-    std::atomic<int>* syncs_;
-  };
-  leveldb::Status Wrap(const std::string& f, leveldb::Status s, leveldb::WritableFile** r) {
-    const bool value_file = f.size() > 5 && f.compare(f.size() - 5, 5, ".vlog") == 0;
-    if (s.ok()) *r = new File(*r, value_file ? &syncs_ : nullptr);
-    return s;
-  }
-  std::atomic<int> syncs_{0};
-};
-
-// Fails the next Append to a value file when told to.
-class FailingAppendEnv : public leveldb::EnvWrapper {
- public:
-  explicit FailingAppendEnv(leveldb::Env* base) : EnvWrapper(base) {}
+  explicit ValueFileEnv(leveldb::Env* base) : EnvWrapper(base) {}
   leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
     leveldb::Status s = target()->NewWritableFile(f, r);
     if (s.ok() && f.size() > 5 && f.compare(f.size() - 5, 5, ".vlog") == 0) *r = new File(*r, this);
@@ -277,7 +242,7 @@ class FailingAppendEnv : public leveldb::EnvWrapper {
  private:
   class File : public leveldb::WritableFile {
    public:
-    File(leveldb::WritableFile* f, FailingAppendEnv* env) : f_(f), env_(env) {}
+    File(leveldb::WritableFile* f, ValueFileEnv* env) : f_(f), env_(env) {}
     leveldb::Status Append(const leveldb::Slice& d) override {
       if (env_->fail_next_append.exchange(false)) return leveldb::Status::IOError("disk full");
       return f_->Append(d);
@@ -291,81 +256,82 @@ class FailingAppendEnv : public leveldb::EnvWrapper {
 
    private:
     std::unique_ptr<leveldb::WritableFile> f_;
-    FailingAppendEnv* env_;
+    ValueFileEnv* env_;
   };
 };
 
-TEST(LevelDbTensorStoreSyncTest, AFailedValueWriteLeavesNoKeyAndTheNextSyncCoversWhatCameBefore) {
-  std::unique_ptr<leveldb::Env> mem(leveldb::NewMemEnv(leveldb::Env::Default()));
-  FailingAppendEnv env(mem.get());
-  LevelDbOptions o;
-  o.path = "/db";
-  o.env = &env;
-  auto store = LevelDbTensorStore::Open(o);
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto write = [&](const std::string& key, bool sync) {
-    auto batch = (*store)->NewBatch();
+// A store at /db on an in-memory ValueFileEnv.
+class LevelDbTensorStoreSyncTest : public ::testing::Test {
+ protected:
+  void Open(uint64_t value_file_bytes = LevelDbOptions().value_file_bytes) {
+    LevelDbOptions o;
+    o.path = "/db";
+    o.env = &env_;
+    o.value_file_bytes = value_file_bytes;
+    auto store = LevelDbTensorStore::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+  // Puts 4000 bytes, each the last byte of `key`.
+  absl::Status Write(const std::string& key, bool sync) {
+    auto batch = store_->NewBatch();
     batch->Put(key, std::string(4000, key.back()));
-    return (*store)->Write(batch.get(), sync);
-  };
+    return store_->Write(batch.get(), sync);
+  }
+  std::unique_ptr<leveldb::Env> mem_{leveldb::NewMemEnv(leveldb::Env::Default())};
+  ValueFileEnv env_{mem_.get()};
+  std::unique_ptr<LevelDbTensorStore> store_;
+};
+
+TEST_F(LevelDbTensorStoreSyncTest, AFailedValueWriteLeavesNoKeyAndTheNextSyncCoversWhatCameBefore) {
+  ASSERT_NO_FATAL_FAILURE(Open());
   const std::string before = ValueKey("t", 0, "w", 1, "a");
   const std::string failed = ValueKey("t", 1, "w", 2, "b");
   const std::string after = ValueKey("t", 2, "w", 3, "c");
-  ASSERT_TRUE(write(before, false).ok());
-  env.fail_next_append = true;
-  auto s = write(failed, false);
+  ASSERT_TRUE(Write(before, false).ok());
+  env_.fail_next_append = true;
+  auto s = Write(failed, false);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("disk full"), std::string::npos) << s;
-  auto missing = (*store)->Get(failed);
+  auto missing = store_->Get(failed);
   ASSERT_TRUE(missing.ok()) << missing.status();
   EXPECT_FALSE(missing->has_value()) << "a key without its value";
-  ASSERT_TRUE(write(after, false).ok());  // in a new file
-  EXPECT_EQ(env.syncs.load(), 0);
+  ASSERT_TRUE(Write(after, false).ok());  // in a new file
+  EXPECT_EQ(env_.syncs.load(), 0);
   // A synced write: the file of `before` (abandoned after the failure) and the
   // file of `after` are both synced.
-  ASSERT_TRUE(write(WorkerKey("t", "w"), true).ok());
-  EXPECT_EQ(env.syncs.load(), 2);
+  ASSERT_TRUE(Write(WorkerKey("t", "w"), true).ok());
+  EXPECT_EQ(env_.syncs.load(), 2);
   for (const auto& key : {before, after}) {
-    auto v = (*store)->Get(key);
+    auto v = store_->Get(key);
     ASSERT_TRUE(v.ok() && v->has_value()) << v.status();
     EXPECT_EQ(**v, std::string(4000, key.back()));
   }
 }
 
-TEST(LevelDbTensorStoreSyncTest, ASyncedWriteAlsoSyncsTheValuesWrittenBefore) {
-  std::unique_ptr<leveldb::Env> mem(leveldb::NewMemEnv(leveldb::Env::Default()));
-  SyncCountingEnv env(mem.get());
-  LevelDbOptions o;
-  o.path = "/db";
-  o.env = &env;
-  o.value_file_bytes = 10000;  // the fourth value below starts a second file
-  auto store = LevelDbTensorStore::Open(o);
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto write = [&](const std::string& key, bool sync) {
-    auto batch = (*store)->NewBatch();
-    batch->Put(key, std::string(4000, 'x'));
-    return (*store)->Write(batch.get(), sync);
-  };
-  ASSERT_TRUE(write(ValueKey("t", 0, "w", 1, "x"), false).ok());
-  EXPECT_EQ(env.syncs(), 0);
+TEST_F(LevelDbTensorStoreSyncTest, ASyncedWriteAlsoSyncsTheValuesWrittenBefore) {
+  ASSERT_NO_FATAL_FAILURE(
+      Open(/*value_file_bytes=*/10000));  // the fourth value starts a second file
+  ASSERT_TRUE(Write(ValueKey("t", 0, "w", 1, "x"), false).ok());
+  EXPECT_EQ(env_.syncs.load(), 0);
   // An index-only write with sync: the value before it must be durable too.
-  ASSERT_TRUE(write(WorkerKey("t", "w"), true).ok());
-  EXPECT_EQ(env.syncs(), 1);
+  ASSERT_TRUE(Write(WorkerKey("t", "w"), true).ok());
+  EXPECT_EQ(env_.syncs.load(), 1);
   // Nothing new in the value log: no second sync of it.
-  ASSERT_TRUE(write(WorkerKey("t", "w"), true).ok());
-  EXPECT_EQ(env.syncs(), 1);
-  ASSERT_TRUE(write(ValueKey("t", 1, "w", 2, "x"), true).ok());
-  EXPECT_EQ(env.syncs(), 2);
+  ASSERT_TRUE(Write(WorkerKey("t", "w"), true).ok());
+  EXPECT_EQ(env_.syncs.load(), 1);
+  ASSERT_TRUE(Write(ValueKey("t", 1, "w", 2, "x"), true).ok());
+  EXPECT_EQ(env_.syncs.load(), 2);
   // Unsynced values in two files (the first closed for writing when full):
   // the next synced write syncs both.
-  ASSERT_TRUE(write(ValueKey("t", 2, "w", 3, "x"), false).ok());
-  ASSERT_TRUE(write(ValueKey("t", 3, "w", 4, "x"), false).ok());
-  EXPECT_EQ(env.syncs(), 2);
-  ASSERT_TRUE(write(WorkerKey("t", "w"), true).ok());
-  EXPECT_EQ(env.syncs(), 4);
-  EXPECT_EQ(mem->FileExists("/db/values/000002.vlog"), true);
+  ASSERT_TRUE(Write(ValueKey("t", 2, "w", 3, "x"), false).ok());
+  ASSERT_TRUE(Write(ValueKey("t", 3, "w", 4, "x"), false).ok());
+  EXPECT_EQ(env_.syncs.load(), 2);
+  ASSERT_TRUE(Write(WorkerKey("t", "w"), true).ok());
+  EXPECT_EQ(env_.syncs.load(), 4);
+  EXPECT_EQ(mem_->FileExists("/db/values/000002.vlog"), true);
   for (int i = 0; i < 4; ++i) {
-    auto v = (*store)->Get(ValueKey("t", i, "w", i + 1, "x"));
+    auto v = store_->Get(ValueKey("t", i, "w", i + 1, "x"));
     ASSERT_TRUE(v.ok() && v->has_value()) << v.status();
     EXPECT_EQ(v->value().size(), 4000u);
   }
