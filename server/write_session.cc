@@ -208,6 +208,7 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
   // built, then with the id of their block.
   std::vector<int> block_large;
   std::vector<std::pair<int, uint64_t>> large;
+  size_t large_bytes = 0;
   const auto flush = [&]() {
     if (block.count() == 0) return;
     ref.id = collector_->NewBlockId();
@@ -230,7 +231,10 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
     }
     ref.last_name = r.name();
     const bool inline_value = StoresInline(r);
-    if (!inline_value) block_large.push_back(i);
+    if (!inline_value) {
+      block_large.push_back(i);
+      large_bytes += r.data().size();
+    }
     block.Add(r.name(), EncodeRecordMeta(r), inline_value ? std::string_view(r.data()) : "");
     IndexedRecord rec;
     rec.name = inline_value ? std::move(*r.mutable_name()) : r.name();
@@ -242,12 +246,8 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
     w.update.records.push_back(std::move(rec));
   }
   flush();
-  // Large values after the blocks: the batch's buffer then grows by each
-  // value once, instead of doubling to twice the message when a small block
-  // entry follows a large value (which doubled the collector's memory per
-  // queued megabyte).
-  size_t large_bytes = 0;
-  for (const auto& [i, block_id] : large) large_bytes += records[i].data().size();
+  // Large values once their blocks have ids, into room made for all of them
+  // at once (the value log's buffer does not grow, and copy, value by value).
   w.batch->Reserve(large_bytes);
   for (const auto& [i, block_id] : large) {
     const v1::TensorRecord& r = records[i];
