@@ -214,7 +214,13 @@ absl::StatusOr<std::string> LevelDbTensorStore::ReadValue(std::string_view key,
     return absl::DataLossError(
         absl::StrCat("the index entry of ", DescribeValueKey(key), " is damaged"));
   }
-  return impl_->values->Read(ref, DescribeValueKey(key));
+  auto value = impl_->values->Read(ref);
+  if (!value.ok()) {
+    // Named only on failure: a read that succeeds builds no message.
+    return absl::Status(value.status().code(),
+                        absl::StrCat(DescribeValueKey(key), ": ", value.status().message()));
+  }
+  return value;
 }
 
 absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::Get(std::string_view key) {

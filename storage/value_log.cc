@@ -175,9 +175,12 @@ absl::StatusOr<std::shared_ptr<leveldb::RandomAccessFile>> ValueLog::Reader(uint
   return reader;
 }
 
-absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref,
-                                           std::string_view what_view) {
-  const std::string what(what_view);
+absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref) {
+  const auto truncated = [&] {
+    return absl::DataLossError(absl::StrCat(FileName(ref.file()), " ends before the ", ref.size(),
+                                            " bytes at offset ", ref.offset(),
+                                            ": the file was truncated"));
+  };
   auto reader = Reader(ref.file());
   if (!reader.ok()) return reader.status();
   // A damaged index entry must not make us allocate what the file cannot hold.
@@ -185,9 +188,7 @@ absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref,
     uint64_t file_size = 0;
     if (!env_->GetFileSize(FileName(ref.file()), &file_size).ok() || ref.offset() > file_size ||
         ref.size() > file_size - ref.offset()) {
-      return absl::DataLossError(absl::StrCat(FileName(ref.file()), " ends before ", what, " (",
-                                              ref.size(), " bytes at offset ", ref.offset(),
-                                              "): the file was truncated"));
+      return truncated();
     }
   }
   std::string out;
@@ -195,18 +196,15 @@ absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref,
   leveldb::Slice got;
   leveldb::Status s = (*reader)->Read(ref.offset(), ref.size(), &got, out.data());
   if (!s.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("reading ", what, " from ", FileName(ref.file()), ": ", s.ToString()));
+    return absl::DataLossError(absl::StrCat("reading ", ref.size(), " bytes at offset ",
+                                            ref.offset(), " of ", FileName(ref.file()), ": ",
+                                            s.ToString()));
   }
-  if (got.size() != ref.size()) {
-    return absl::DataLossError(absl::StrCat(FileName(ref.file()), " ends before ", what, " (",
-                                            ref.size(), " bytes at offset ", ref.offset(),
-                                            "): the file was truncated"));
-  }
+  if (got.size() != ref.size()) return truncated();
   if (got.data() != out.data()) std::memcpy(out.data(), got.data(), got.size());
   if (ValueChecksum(out) != ref.crc32()) {
-    return absl::DataLossError(absl::StrCat("the bytes of ", what, " in ", FileName(ref.file()),
-                                            " at offset ", ref.offset(),
+    return absl::DataLossError(absl::StrCat("the ", ref.size(), " bytes at offset ", ref.offset(),
+                                            " of ", FileName(ref.file()),
                                             " do not match their checksum: the file is damaged"));
   }
   return out;

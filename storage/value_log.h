@@ -69,9 +69,9 @@ class ValueLog {
   absl::Status Sync();
 
   // The value `ref` points to. DataLoss when the file is missing, shorter than
-  // `ref` says, or the bytes do not match its checksum; `what` names the value
-  // in that message.
-  absl::StatusOr<std::string> Read(const storage::ValueRef& ref, std::string_view what);
+  // `ref` says, or the bytes do not match its checksum; the message names the
+  // file and the offset.
+  absl::StatusOr<std::string> Read(const storage::ValueRef& ref);
 
   std::string FileName(uint64_t file) const;
 
