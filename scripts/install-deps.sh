@@ -8,6 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libleveldb-dev libsnappy-dev libspdlog-dev zlib1g-dev libssl-dev libdeflate-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-pytest
   python3-torch python3-matplotlib
 )
