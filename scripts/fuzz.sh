@@ -45,7 +45,7 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_CXX_COMPILER="$CL
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_FUZZ=ON -DTK_SANITIZE=ON -DTK_BUILD_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" \
   -DTK_FUZZ_SECONDS="$SECONDS_PER_TARGET" >/dev/null
-targets=(record_block_fuzzer keys_fuzzer npy_fuzzer value_log_fuzzer)
+targets=(record_block_fuzzer keys_fuzzer npy_fuzzer value_log_fuzzer push_fuzzer)
 if [ "$MODE" = seeds ]; then
   cmake --build "$BUILD_DIR" -j"$JOBS" --target tk_make_corpus
   "$BUILD_DIR/tests/fuzz/bin/tk_make_corpus" "$ROOT/tests/fuzz/corpus"

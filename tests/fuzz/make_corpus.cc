@@ -2,7 +2,7 @@
 // a few small valid inputs made with the project's own encoders, so that the
 // fuzzers start from real layouts instead of finding them byte by byte.
 //
-//   make_corpus <dir>     writes <dir>/{record_block,keys,npy,value_log}/seed_*
+//   make_corpus <dir>     writes <dir>/{record_block,keys,npy,value_log,push}/seed_*
 //
 // The seeds are checked in; run this again (scripts/fuzz.sh --seeds) only when
 // a format changes. Inputs the fuzzers once crashed on (regression_*) are
@@ -21,6 +21,7 @@
 #include "storage/keys.h"
 #include "storage/record_block.h"
 #include "tensor/npy.h"
+#include "tests/fuzz/push_stream.h"
 #include "tests/fuzz/value_log_fixture.h"
 
 namespace tensorkeep {
@@ -130,6 +131,84 @@ void ValueLogRefs(const fs::path& dir) {
   Write(dir, "seed_no_file", no_file.SerializeAsString());
 }
 
+// Push streams (push_stream.h): what a well-behaved writer sends.
+class StreamBuilder {
+ public:
+  v1::PushRequest& Next() {
+    messages_.emplace_back();
+    messages_.back().set_seq(messages_.size());
+    return messages_.back();
+  }
+  std::string Finish() const {
+    std::string stream;
+    for (const auto& m : messages_) AppendPushMessage(&stream, m.SerializeAsString());
+    return stream;
+  }
+
+ private:
+  std::vector<v1::PushRequest> messages_;
+};
+
+void OpenStream(StreamBuilder& s, const std::string& worker) {
+  v1::Open* open = s.Next().mutable_open();
+  open->set_trial("mnist");
+  open->set_worker(worker);
+  open->set_num_workers(1);
+}
+
+void Push(const fs::path& dir) {
+  {
+    StreamBuilder s;
+    OpenStream(s, "worker_0");
+    for (uint64_t step : {0, 1}) {
+      v1::RecordBatch* batch = s.Next().mutable_records();
+      for (auto r : {Record("loss", v1::FLOAT32, {}, std::string(4, '\x01')),
+                     Record("fc.weight", v1::FLOAT16, {2, 3}, std::string(12, '\x02'))}) {
+        r.set_step(step);
+        r.set_mode_step(step);
+        v1::Reduction* max = r.add_reductions();
+        max->set_name("max");
+        max->set_value(1.5);
+        *batch->add_records() = r;
+      }
+      s.Next().mutable_end_step()->set_step(step);
+    }
+    s.Next().mutable_flush();
+    s.Next().mutable_close()->set_end_of_training(true);
+    Write(dir, "seed_two_steps", s.Finish());
+  }
+  {
+    // A large value sent in two parts: the record with half its bytes, then a Chunk.
+    StreamBuilder s;
+    OpenStream(s, "worker_1");
+    v1::TensorRecord r = Record("conv.weight", v1::INT16, {1000}, std::string(1000, '\x03'));
+    r.set_step(4);
+    r.set_value_size(2000);
+    *s.Next().mutable_records()->add_records() = r;
+    s.Next().mutable_chunk()->set_data(std::string(1000, '\x04'));
+    s.Next().mutable_end_step()->set_step(4);
+    s.Next().mutable_close();
+    Write(dir, "seed_chunked_value", s.Finish());
+  }
+  {
+    // Only reductions (save_raw_tensor=False), and a scalar in another mode.
+    StreamBuilder s;
+    OpenStream(s, "worker_0");
+    v1::RecordBatch* batch = s.Next().mutable_records();
+    v1::TensorRecord r = Record("grad", v1::FLOAT32, {10}, "");
+    r.set_has_value(false);
+    r.set_value_size(0);
+    r.add_reductions()->set_name("l2");
+    *batch->add_records() = r;
+    v1::TensorRecord e = Record("accuracy", v1::FLOAT64, {}, std::string(8, '\x05'));
+    e.set_mode(v1::EVAL);
+    e.set_step(8);  // a step is of one mode
+    *batch->add_records() = e;
+    s.Next().mutable_flush();
+    Write(dir, "seed_reductions_only", s.Finish());
+  }
+}
+
 }  // namespace
 }  // namespace tensorkeep
 
@@ -143,5 +222,6 @@ int main(int argc, char** argv) {
   tensorkeep::Keys(root / "keys");
   tensorkeep::Npy(root / "npy");
   tensorkeep::ValueLogRefs(root / "value_log");
+  tensorkeep::Push(root / "push");
   return 0;
 }
