@@ -1,6 +1,8 @@
 #include "base/errors.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 
 namespace tensorkeep {
 namespace {
@@ -14,8 +16,7 @@ struct ReasonInfo {
 constexpr ReasonInfo kReasons[] = {
     {Reason::kTrialNotFound, "TRIAL_NOT_FOUND", absl::StatusCode::kNotFound},
     {Reason::kTensorUnavailable, "TENSOR_UNAVAILABLE", absl::StatusCode::kFailedPrecondition},
-    {Reason::kTensorUnavailableForStep, "TENSOR_UNAVAILABLE_FOR_STEP",
-     absl::StatusCode::kAborted},
+    {Reason::kTensorUnavailableForStep, "TENSOR_UNAVAILABLE_FOR_STEP", absl::StatusCode::kAborted},
     {Reason::kStepUnavailable, "STEP_UNAVAILABLE", absl::StatusCode::kOutOfRange},
     {Reason::kStepNotYetAvailable, "STEP_NOT_YET_AVAILABLE", absl::StatusCode::kUnavailable},
     {Reason::kInvalidWorker, "INVALID_WORKER", absl::StatusCode::kInvalidArgument},
@@ -58,6 +59,17 @@ Reason GetReason(const absl::Status& status) {
   auto payload = status.GetPayload(kReasonKey);
   if (!payload.has_value()) return Reason::kNone;
   return ReasonFromName(std::string(*payload));
+}
+
+std::string QuoteInput(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return absl::StrCat("'", absl::Utf8SafeCHexEscape(text), "'");
+  size_t cut = max_bytes;
+  // Back up to the start of a UTF-8 character (at most 3 continuation bytes).
+  for (int i = 0; i < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80; ++i) {
+    --cut;
+  }
+  return absl::StrCat("'", absl::Utf8SafeCHexEscape(text.substr(0, cut)), "...' (", text.size(),
+                      " bytes)");
 }
 
 }  // namespace tensorkeep

@@ -6,9 +6,9 @@
 #define TENSORKEEP_BASE_ERRORS_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace tensorkeep {
 
@@ -40,6 +40,17 @@ absl::StatusCode ReasonCode(Reason reason);
 absl::Status MakeError(Reason reason, absl::string_view message);
 // The reason attached to `status`, kNone if none.
 Reason GetReason(const absl::Status& status);
+
+// How much of a client's text an error message may quote.
+inline constexpr size_t kMaxQuotedBytes = 100;
+
+// `text` quoted for an error message: in single quotes, control characters
+// C-escaped, and cut after `max_bytes` (at a UTF-8 character boundary) with
+// "...' (N bytes)" saying how long it was. Every message that echoes client
+// input quotes it with this: gRPC sends the message in the trailing metadata,
+// and a reply that exceeds the metadata limit reaches the client as a bare
+// RESOURCE_EXHAUSTED without the reason.
+std::string QuoteInput(absl::string_view text, size_t max_bytes = kMaxQuotedBytes);
 
 }  // namespace tensorkeep
 

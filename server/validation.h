@@ -1,23 +1,34 @@
 // Checks of the names and values that arrive from clients. Every failure is
-// a BAD_REQUEST error whose message says what is wrong and what is allowed.
+// a BAD_REQUEST error whose message says what is wrong and what is allowed,
+// and quotes the client's text at most QuoteInput's few bytes (base/errors.h).
+//
+// The limits come from proto/limits.proto, the one definition the clients
+// check too; the constants below only give them C++ types.
 #ifndef TENSORKEEP_SERVER_VALIDATION_H_
 #define TENSORKEEP_SERVER_VALIDATION_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "proto/limits.pb.h"
 
 namespace tensorkeep {
 
-inline constexpr size_t kMaxTrialName = 128;
-inline constexpr size_t kMaxWorkerName = 128;
-inline constexpr size_t kMaxTensorName = 256;
-inline constexpr size_t kMaxCollectionName = 128;
-inline constexpr size_t kMaxRank = 32;
-// Steps are 63-bit so that a negative step sent as unsigned is caught.
-inline constexpr uint64_t kMaxStep = (1ull << 62);
-inline constexpr uint32_t kMaxWorkers = 65535;
+inline constexpr size_t kMaxTrialName = v1::MAX_TRIAL_NAME_BYTES;
+inline constexpr size_t kMaxWorkerName = v1::MAX_WORKER_NAME_BYTES;
+inline constexpr size_t kMaxTensorName = v1::MAX_TENSOR_NAME_BYTES;
+inline constexpr size_t kMaxCollectionName = v1::MAX_COLLECTION_NAME_BYTES;
+inline constexpr size_t kMaxRank = v1::MAX_RANK;
+// Steps are 62-bit so that a negative step sent as unsigned is caught.
+inline constexpr uint64_t kMaxStep = 1ull << v1::MAX_STEP_BITS;
+inline constexpr uint32_t kMaxWorkers = v1::MAX_WORKERS;
+inline constexpr size_t kMaxRegexBytes = v1::MAX_REGEX_BYTES;
+inline constexpr size_t kMaxRegexes = v1::MAX_REGEXES;
+inline constexpr size_t kMaxRuleMessageBytes = v1::MAX_RULE_MESSAGE_BYTES;
+inline constexpr size_t kMaxReductionNameBytes = v1::MAX_REDUCTION_NAME_BYTES;
 
 // Trial names: 1-128 characters from [A-Za-z0-9._-].
 absl::Status ValidateTrialName(absl::string_view name);
@@ -29,6 +40,12 @@ absl::Status ValidateCollectionName(absl::string_view name);
 absl::Status ValidateStep(uint64_t step, absl::string_view what);
 // TRAIN, EVAL, PREDICT or GLOBAL; `allow_unspecified` accepts 0 as GLOBAL.
 absl::Status ValidateMode(int mode, bool allow_unspecified);
+// ListTensorNames' regexes: at most kMaxRegexes, each at most kMaxRegexBytes.
+// (Whether RE2 accepts them is Trial::TensorNames' check.)
+absl::Status ValidateRegexes(const std::vector<std::string>& regexes);
+// A reduction's name: at most kMaxReductionNameBytes (ParseReduction says
+// whether it is known).
+absl::Status ValidateReductionName(absl::string_view name);
 
 }  // namespace tensorkeep
 

@@ -7,19 +7,56 @@ before anything is sent to the collector.
 import re
 from typing import Any
 
-TRIAL_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
-WORKER_RE = re.compile(r"[A-Za-z0-9._/:-]{1,128}")
-MAX_TENSOR_NAME_BYTES = 256
-MAX_STEP = (1 << 63) - 1
+# The limits are the collector's own (proto/limits.proto, generated into
+# _proto/limits_pb2 by the build): a name the client accepts, the collector
+# accepts, and the messages say the same.
+from ._proto import limits_pb2 as _limits
+
+MAX_TRIAL_NAME_BYTES = _limits.MAX_TRIAL_NAME_BYTES
+MAX_WORKER_NAME_BYTES = _limits.MAX_WORKER_NAME_BYTES
+MAX_TENSOR_NAME_BYTES = _limits.MAX_TENSOR_NAME_BYTES
+MAX_COLLECTION_NAME_BYTES = _limits.MAX_COLLECTION_NAME_BYTES
+MAX_RANK = _limits.MAX_RANK
+MAX_STEP = (1 << _limits.MAX_STEP_BITS) - 1  # the largest step
+MAX_WORKERS = _limits.MAX_WORKERS
+MAX_REGEX_BYTES = _limits.MAX_REGEX_BYTES
+MAX_REGEXES = _limits.MAX_REGEXES
+MAX_RULE_MESSAGE_BYTES = _limits.MAX_RULE_MESSAGE_BYTES
+MAX_REDUCTION_NAME_BYTES = _limits.MAX_REDUCTION_NAME_BYTES
+MAX_WAIT_SECONDS = _limits.MAX_WAIT_SECONDS
+
+TRIAL_RE = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_TRIAL_NAME_BYTES)
+WORKER_RE = re.compile(r"[A-Za-z0-9._/:-]{1,%d}" % MAX_WORKER_NAME_BYTES)
+
+
+def quote(text: str, max_bytes: int = 100) -> str:
+    """``text`` quoted for a message as the collector quotes client text: in
+    single quotes, cut after ``max_bytes`` bytes of UTF-8 with ``...' (N bytes)``."""
+    b = text.encode("utf-8", "surrogatepass")
+    cut = min(len(b), max_bytes)
+    while 0 < cut < len(b) and (b[cut] & 0xC0) == 0x80:  # a UTF-8 character boundary
+        cut -= 1
+    part = b[:cut].decode("utf-8", "surrogatepass")
+    body = "".join(
+        "\\" + c if c in "'\"\\" else c if c.isprintable() else repr(c)[1:-1] for c in part
+    )
+    return f"'{body}'" if cut == len(b) else f"'{body}...' ({len(b)} bytes)"
+
+
+def _too_long(what: str, name: str, limit: int) -> ValueError:
+    # The collector's message (server/validation.cc CheckName), word for word.
+    return ValueError(f"{what} {quote(name, 40)} is too long; the limit is {limit} bytes")
 
 
 def check_trial(name: Any) -> str:
     """Returns ``name`` if it is a valid trial name ([A-Za-z0-9._-], 1-128 chars)."""
     if not isinstance(name, str):
         raise TypeError(f"trial name must be a str, got {type(name).__name__}")
+    if len(name) > MAX_TRIAL_NAME_BYTES:
+        raise _too_long("trial name", name, MAX_TRIAL_NAME_BYTES)
     if not TRIAL_RE.fullmatch(name):
         raise ValueError(
-            f"invalid trial name {name!r}: use 1-128 characters from [A-Za-z0-9._-]"
+            f"invalid trial name {name!r}: use 1-{MAX_TRIAL_NAME_BYTES} characters from [A-Za-z0-9._-]"
         )
     return name
 
@@ -28,17 +65,20 @@ def check_worker(name: Any) -> str:
     """Returns ``name`` if it is a valid worker name ([A-Za-z0-9._/:-], 1-128 chars)."""
     if not isinstance(name, str):
         raise TypeError(f"worker must be a str, got {type(name).__name__}")
+    if len(name) > MAX_WORKER_NAME_BYTES:
+        raise _too_long("worker name", name, MAX_WORKER_NAME_BYTES)
     if not WORKER_RE.fullmatch(name):
         raise ValueError(
-            f"invalid worker name {name!r}: use 1-128 characters from [A-Za-z0-9._/:-]"
+            f"invalid worker name {name!r}: use 1-{MAX_WORKER_NAME_BYTES} characters from [A-Za-z0-9._/:-]"
         )
     return name
 
 
-def check_tensor_name(name: Any, what: str = "tensor name") -> bytes:
+def check_tensor_name(name: Any, what: str = "tensor name", limit: int = MAX_TENSOR_NAME_BYTES) -> bytes:
     """Returns the UTF-8 bytes of a valid tensor (or collection) name.
 
-    A valid name is a non-empty printable str of at most 256 bytes in UTF-8.
+    A valid name is a non-empty printable str of at most ``limit`` bytes in
+    UTF-8 (256 for a tensor name).
     """
     if not isinstance(name, str):
         raise TypeError(f"{what} must be a str, got {type(name).__name__}")
@@ -47,11 +87,29 @@ def check_tensor_name(name: Any, what: str = "tensor name") -> bytes:
     if not name.isprintable():
         raise ValueError(f"invalid {what} {name!r}: it contains non-printable characters")
     b = name.encode("utf-8")
-    if len(b) > MAX_TENSOR_NAME_BYTES:
-        raise ValueError(
-            f"invalid {what} {name[:40]!r}...: longer than {MAX_TENSOR_NAME_BYTES} bytes"
-        )
+    if len(b) > limit:
+        raise _too_long(what, name, limit)
     return b
+
+
+def check_collection_name(name: Any) -> bytes:
+    """Returns the UTF-8 bytes of a valid collection name (printable, 1-128 bytes)."""
+    return check_tensor_name(name, "collection name", MAX_COLLECTION_NAME_BYTES)
+
+
+def check_regexes(regexes: "list[str]") -> None:
+    """Checks the number and lengths of tensor_names regexes against the collector's limits.
+
+    (Whether a regex is valid RE2 syntax only the collector says.)
+    """
+    if len(regexes) > MAX_REGEXES:
+        raise ValueError(
+            f"{len(regexes)} regexes in one request; the limit is {MAX_REGEXES} (join them with |)"
+        )
+    for r in regexes:
+        n = len(r.encode("utf-8", "surrogatepass"))
+        if n > MAX_REGEX_BYTES:
+            raise ValueError(f"regex {quote(r)} is too long; the limit is {MAX_REGEX_BYTES} bytes")
 
 
 def check_step(step: Any, what: str = "step") -> int:

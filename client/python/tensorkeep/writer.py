@@ -85,8 +85,8 @@ class Writer:
         _names.check_worker(worker)
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
-        if not 1 <= num_workers < (1 << 32):
-            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if not 1 <= num_workers <= _names.MAX_WORKERS:
+            raise ValueError(f"num_workers must be from 1 to {_names.MAX_WORKERS}, got {num_workers}")
         if not isinstance(max_queue_bytes, int) or max_queue_bytes <= 0:
             raise ValueError(f"max_queue_bytes must be a positive int, got {max_queue_bytes!r}")
         self.address = addr
@@ -129,7 +129,8 @@ class Writer:
             mode: modes.TRAIN (default), EVAL, PREDICT, or GLOBAL for a writer
                 without modes.
             mode_step: the step within ``mode``; defaults to ``step``.
-            collections: names of the collections the tensor belongs to.
+            collections: names of the collections the tensor belongs to
+                (each a non-empty printable str, <= 128 bytes UTF-8).
             reductions: saved reductions ``{(reduction_name, abs): value}``;
                 names are min, max, mean, std, variance, sum, prod, l1, l2.
 
@@ -265,7 +266,7 @@ class Writer:
             items = list(collections)
         except TypeError:
             raise TypeError("collections must be an iterable of str") from None
-        return tuple(sorted({_names.check_tensor_name(c, "collection name") for c in items}))
+        return tuple(sorted({_names.check_collection_name(c) for c in items}))
 
     @staticmethod
     def _check_reductions(name: str, reductions: Mapping) -> List[Tuple[str, bool, float]]:
