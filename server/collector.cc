@@ -454,10 +454,13 @@ absl::StatusOr<v1::RuleStatus> Collector::ReportRuleStatus(v1::RuleStatus status
   }
   if (!status.action().empty() && status.action() != "stop") {
     return MakeError(Reason::kBadRequest,
-                     absl::StrCat("unknown rule action '", status.action(), "': use \"stop\" or none"));
+                     absl::StrCat("unknown rule action ", QuoteInput(status.action()),
+                                  ": use \"stop\" or none"));
   }
-  if (status.message().size() > 64 * 1024) {
-    return MakeError(Reason::kBadRequest, "rule status message is longer than 64 KiB");
+  if (status.message().size() > kMaxRuleMessageBytes) {
+    return MakeError(Reason::kBadRequest,
+                     absl::StrCat("rule status message is ", status.message().size(),
+                                  " bytes long; the limit is ", kMaxRuleMessageBytes));
   }
   status.set_updated_unix(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());

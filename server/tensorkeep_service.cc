@@ -243,6 +243,9 @@ grpc::ServerUnaryReactor* TensorKeepService::GetReductions(grpc::CallbackServerC
                                                            const v1::ReductionsRequest* request,
                                                            v1::ReductionsResponse* response) {
   return Unary(context, [&]() -> absl::Status {
+    for (const auto& spec : request->reductions()) {
+      TK_RETURN_IF_ERROR(ValidateReductionName(spec.name()));
+    }
     auto r = collector_->Reductions(*request);
     if (!r.ok()) {
       // An unknown reduction name is the caller's mistake.

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/errors.h"
 #include "base/status_macros.h"
 
 namespace tensorkeep {
@@ -433,11 +434,11 @@ absl::StatusOr<ReductionKind> ParseReduction(std::string_view name) {
   for (const auto& [kind, kind_name] : kReductionNames) {
     if (kind_name == name) return kind;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown reduction \"", std::string(name), "\"; expected one of ",
-                   absl::StrJoin(kReductionNames, ", ", [](std::string* out, const auto& entry) {
-                     out->append(entry.second.data(), entry.second.size());
-                   })));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown reduction ", QuoteInput({name.data(), name.size()}), "; expected one of ",
+      absl::StrJoin(kReductionNames, ", ", [](std::string* out, const auto& entry) {
+        out->append(entry.second.data(), entry.second.size());
+      })));
 }
 
 std::string_view ReductionName(ReductionKind kind) {
