@@ -1,9 +1,14 @@
 #include "server/trial.h"
 
 #include <algorithm>
+#include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
+#include "base/status_macros.h"
+#include "re2/re2.h"
+#include "server/validation.h"
 
 namespace tensorkeep {
 
@@ -25,6 +30,57 @@ namespace {
 std::string StepText(uint64_t step, int mode) {
   return IsGlobalMode(mode) ? absl::StrCat("step ", step)
                             : absl::StrCat(ModeName(mode), " step ", step);
+}
+
+// The memory all regexes of one tensor_names call may use: compiled programs
+// plus the DFA caches matching fills (RE2 falls back to its slower, still
+// linear NFA when the cache is full). RE2's default for one regex.
+constexpr int64_t kRegexMemoryBytes = 8 << 20;
+
+// What RE2's refusal of `pattern` means for someone who wrote it for
+// Python's re.
+std::string RegexHint(const RE2& re) {
+  const std::string& arg = re.error_arg();
+  if (re.error_code() == RE2::ErrorBadEscape && arg.size() >= 2 && arg[0] == '\\' &&
+      arg[1] >= '1' && arg[1] <= '9') {
+    return "backreferences are not supported (RE2 syntax)";
+  }
+  if (re.error_code() == RE2::ErrorBadPerlOp && re.pattern().find("(?P=") != std::string::npos) {
+    return "backreferences are not supported (RE2 syntax)";
+  }
+  if (re.error_code() == RE2::ErrorBadPerlOp) {
+    if (absl::StartsWith(arg, "(?=") || absl::StartsWith(arg, "(?!") ||
+        absl::StartsWith(arg, "(?<")) {
+      return "lookahead and lookbehind are not supported (RE2 syntax)";
+    }
+  }
+  if (re.error_code() == RE2::ErrorPatternTooLarge) {
+    return "the pattern is too large or complex; simplify it";
+  }
+  return "regexes use RE2 syntax: no backreferences or lookaround";
+}
+
+// The callers' regexes compiled with RE2 (linear-time matching, bounded
+// memory, no recursion on the pattern's nesting), or BAD_REQUEST naming the
+// first one RE2 refuses and why.
+absl::StatusOr<std::vector<std::unique_ptr<RE2>>> CompileRegexes(
+    const std::vector<std::string>& regexes) {
+  TK_RETURN_IF_ERROR(ValidateRegexes(regexes));
+  std::vector<std::unique_ptr<RE2>> out;
+  if (regexes.empty()) return out;
+  RE2::Options options;
+  options.set_log_errors(false);
+  options.set_max_mem(kRegexMemoryBytes / static_cast<int64_t>(regexes.size()));
+  for (const std::string& r : regexes) {
+    auto re = std::make_unique<RE2>(r, options);
+    if (!re->ok()) {
+      return MakeError(Reason::kBadRequest,
+                       absl::StrCat("invalid regex ", QuoteInput(r), ": ",
+                                    QuoteInput(re->error(), 200), "; ", RegexHint(*re)));
+    }
+    out.push_back(std::move(re));
+  }
+  return out;
 }
 
 }  // namespace
@@ -266,55 +322,53 @@ absl::StatusOr<std::vector<std::string>> Trial::TensorNames(std::optional<uint64
     return MakeError(Reason::kBadRequest,
                      "tensor_names accepts either regex or collection, not both");
   }
-  std::vector<std::regex> patterns;
-  for (const std::string& r : regex) {
-    try {
-      patterns.emplace_back(r, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return MakeError(Reason::kBadRequest,
-                       absl::StrCat("invalid regex '", r, "': ", e.what()));
+  TK_ASSIGN_OR_RETURN(const std::vector<std::unique_ptr<RE2>> patterns, CompileRegexes(regex));
+  // Under the lock, only the names that pass the step, mode and collection
+  // filters; the regexes run after it is released, so a slow match never
+  // holds up the committer (Apply needs the lock exclusively). The pointers
+  // stay valid: entries of tensors_ are never erased and their keys never
+  // change.
+  std::vector<const std::string*> candidates;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    std::optional<uint64_t> global;
+    if (step.has_value()) {
+      global = ToGlobalLocked(*step, mode);
+      if (!global.has_value()) return std::vector<std::string>();
     }
-  }
-  absl::ReaderMutexLock lock(&mu_);
-  std::optional<uint64_t> global;
-  if (step.has_value()) {
-    global = ToGlobalLocked(*step, mode);
-    if (!global.has_value()) return std::vector<std::string>();
-  }
-  const std::set<std::string>* members = nullptr;
-  if (!collection.empty()) {
-    auto it = collections_.find(collection);
-    if (it == collections_.end()) return std::vector<std::string>();
-    members = &it->second;
+    const std::set<std::string>* members = nullptr;
+    if (!collection.empty()) {
+      auto it = collections_.find(collection);
+      if (it == collections_.end()) return std::vector<std::string>();
+      members = &it->second;
+    }
+    for (const auto& [name, entry] : tensors_) {
+      if (members != nullptr && members->count(name) == 0) continue;
+      if (global.has_value()) {
+        if (entry.steps.count(*global) == 0) continue;
+      } else if (!IsGlobalMode(mode)) {
+        bool in_mode = false;
+        for (const auto& [g, ws] : entry.steps) {
+          auto si = steps_.find(g);
+          if (si != steps_.end() && si->second.mode == mode) {
+            in_mode = true;
+            break;
+          }
+        }
+        if (!in_mode) continue;
+      }
+      candidates.push_back(&name);
+    }
   }
   std::vector<std::string> out;
-  for (const auto& [name, entry] : tensors_) {
-    if (members != nullptr && members->count(name) == 0) continue;
+  for (const std::string* name : candidates) {
     if (!patterns.empty()) {
-      bool any = false;
-      for (const auto& p : patterns) {
-        // smdebug matches with re.search (match_inc): anywhere in the name.
-        if (std::regex_search(name, p)) {
-          any = true;
-          break;
-        }
-      }
+      // smdebug matches with re.search (match_inc): anywhere in the name.
+      const bool any = std::any_of(patterns.begin(), patterns.end(),
+                                   [&](const auto& p) { return RE2::PartialMatch(*name, *p); });
       if (!any) continue;
     }
-    if (global.has_value()) {
-      if (entry.steps.count(*global) == 0) continue;
-    } else if (!IsGlobalMode(mode)) {
-      bool in_mode = false;
-      for (const auto& [g, ws] : entry.steps) {
-        auto si = steps_.find(g);
-        if (si != steps_.end() && si->second.mode == mode) {
-          in_mode = true;
-          break;
-        }
-      }
-      if (!in_mode) continue;
-    }
-    out.push_back(name);
+    out.push_back(*name);
   }
   return out;
 }

@@ -97,7 +97,9 @@ class Trial:
                 a step of ``mode`` (a global step by default).
             mode: only tensors saved in this mode (modes.GLOBAL: any).
             regex: a regex or list of regexes; names matching any (search
-                semantics) are returned.
+                semantics, as ``re.search``) are returned. The collector runs
+                them with RE2: Python's syntax without backreferences or
+                lookahead/lookbehind; a regex it refuses raises BadRequest.
             collection: a Collection or the name of one.
 
         You can only pass one of ``regex`` and ``collection`` (ValueError).
@@ -112,6 +114,7 @@ class Trial:
             for r in regexes:
                 if not isinstance(r, str):
                     raise TypeError(f"regex must be a str or a list of str, got {type(r).__name__}")
+            _names.check_regexes(regexes)
         coll = ""
         if collection is not None:
             if isinstance(collection, Collection):
