@@ -130,7 +130,9 @@ WaitReactor::WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<T
     }
   };
   subscription_ = trial_->Subscribe([through_guard] { through_guard([](WaitReactor* r) { r->Check(); }); });
-  if (timeout_seconds > 0) {
+  // Longer than kMaxWaitSeconds (or infinite) waits without limit like 0: in
+  // microseconds it would overflow the clock and time out at once.
+  if (timeout_seconds > 0 && timeout_seconds <= kMaxWaitSeconds) {
     const auto deadline = std::chrono::system_clock::now() +
                           std::chrono::microseconds(static_cast<int64_t>(timeout_seconds * 1e6));
     std::shared_ptr<ReactorGuard<WaitReactor>> g = guard_;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
+#include "proto/limits.pb.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/collector.h"
 
@@ -67,6 +68,11 @@ struct ReactorGuard {
   std::mutex mu;
   R* reactor = nullptr;  // null once the reactor is done
 };
+
+// The longest timeout a WaitReactor sets (~31 years, limits.proto); a longer
+// or infinite one means no limit, as 0 does (the call's deadline still
+// applies). A negative or NaN timeout is the service's BAD_REQUEST.
+inline constexpr double kMaxWaitSeconds = v1::MAX_WAIT_SECONDS;
 
 class WaitReactor : public grpc::ServerUnaryReactor {
  public:

@@ -287,8 +287,10 @@ grpc::ServerUnaryReactor* TensorKeepService::WaitForSteps(grpc::CallbackServerCo
   auto trial = collector_->GetTrial(request->trial());
   absl::Status bad = trial.status();
   if (bad.ok()) bad = ValidateMode(request->mode(), true);
-  if (bad.ok() && !(request->timeout_seconds() >= 0)) {
-    bad = MakeError(Reason::kBadRequest, "timeout_seconds must be >= 0");
+  if (bad.ok() && !(request->timeout_seconds() >= 0)) {  // negative or NaN
+    bad = MakeError(Reason::kBadRequest,
+                    absl::StrCat("timeout_seconds must be >= 0 (0: no limit), got ",
+                                 request->timeout_seconds()));
   }
   if (!bad.ok()) {
     auto* reactor = context->DefaultReactor();

@@ -281,6 +281,11 @@ class Trial:
         """
         mode = to_mode(mode, allow_none=True)
         steps = [_names.check_step(s) for s in required_steps]
+        if timeout is not None:
+            if timeout != timeout:
+                raise ValueError("timeout must be a number of seconds or None, got nan")
+            if timeout > _names.MAX_WAIT_SECONDS:  # infinity too: no limit, as on the collector
+                timeout = None
         if not steps:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
