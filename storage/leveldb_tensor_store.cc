@@ -1,11 +1,15 @@
 #include "storage/leveldb_tensor_store.h"
 
+#include <sys/statvfs.h>
+
+#include <chrono>
 #include <filesystem>
 #include <system_error>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "leveldb/cache.h"
 #include "leveldb/db.h"
@@ -96,11 +100,24 @@ std::string DescribeValueKey(std::string_view key) {
 }  // namespace
 
 struct LevelDbTensorStore::Impl {
+  LevelDbOptions options;
+  leveldb::Options db_options;        // to reopen the index database
   std::unique_ptr<leveldb::Env> env;  // the pread Env, when not given one
   std::unique_ptr<leveldb::Cache> cache;
   std::unique_ptr<const leveldb::FilterPolicy> filter;
-  std::unique_ptr<leveldb::DB> index;
   std::unique_ptr<ValueLog> values;
+
+  // Writes one at a time; a reopen happens only under write_mu and db_mu.
+  absl::Mutex write_mu ABSL_ACQUIRED_BEFORE(db_mu);
+  // The failed write that must be repaired (a reopen) before the next one.
+  absl::Status failed ABSL_GUARDED_BY(write_mu);
+  std::chrono::steady_clock::time_point next_reopen ABSL_GUARDED_BY(write_mu);
+
+  // Readers hold db_mu shared while they use `index`; a reopen exclusively.
+  // (The writer, holding write_mu, reads `index` without it: only a holder of
+  // both changes it.)
+  absl::Mutex db_mu;
+  std::unique_ptr<leveldb::DB> index;  // null while a reopen keeps failing
 };
 
 LevelDbTensorStore::LevelDbTensorStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -125,9 +142,24 @@ absl::StatusOr<std::unique_ptr<leveldb::DB>> OpenDb(const leveldb::Options& opts
           "server or choose another --data-dir (",
           text, ")"));
     }
-    return FromLevelDb(s, absl::StrCat("opening database in ", path));
+    absl::Status status = FromLevelDb(s, absl::StrCat("opening database in ", path));
+    if (text.find("No space left") != std::string::npos) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          status.message(), ": the filesystem of ", path,
+          " is full; opening the database writes its log out as a table, so free some space "
+          "there (or move the data directory to a larger disk) and start again"));
+    }
+    return status;
   }
   return std::unique_ptr<leveldb::DB>(db);
+}
+
+// Free bytes for an unprivileged writer on the filesystem holding `path`
+// (std::nullopt when unknown).
+std::optional<uint64_t> FreeBytes(const std::string& path) {
+  struct statvfs st;
+  if (statvfs(path.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
 }  // namespace
@@ -144,6 +176,7 @@ absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
     }
   }
   auto impl = std::make_unique<Impl>();
+  impl->options = options;
   impl->cache.reset(leveldb::NewLRUCache(options.block_cache_bytes));
   impl->filter.reset(leveldb::NewBloomFilterPolicy(10));
   leveldb::Options opts;
@@ -163,6 +196,7 @@ absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
     opts.max_open_files = 500;
   }
   // The index database at the root: its lock guards the whole directory.
+  impl->db_options = opts;
   TK_ASSIGN_OR_RETURN(impl->index, OpenDb(opts, options.path));
   TK_ASSIGN_OR_RETURN(impl->values, ValueLog::Open(opts.env, options.path + "/" + kValuesSubdir,
                                                    /*sync_directory=*/options.env == nullptr,
@@ -174,13 +208,51 @@ std::unique_ptr<TensorStore::Batch> LevelDbTensorStore::NewBatch() {
   return std::make_unique<LevelDbBatch>();
 }
 
-absl::Status LevelDbTensorStore::Write(Batch* batch, bool sync) {
-  auto* b = static_cast<LevelDbBatch*>(batch);
+absl::Status LevelDbTensorStore::Write(Batch* batch, bool sync) { return WriteAll({batch}, sync); }
+
+absl::Status LevelDbTensorStore::RepairAfterFailure() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto refused = [&](absl::string_view why) {
+    return absl::UnavailableError(
+        absl::StrCat("the collector's storage refuses writes after a failed one (",
+                     impl_->failed.message(), ")", why.empty() ? "" : ": ", why));
+  };
+  if (now < impl_->next_reopen) return refused("");
+  impl_->next_reopen =
+      now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(impl_->options.reopen_interval_seconds));
+  if (impl_->options.env == nullptr) {
+    const std::optional<uint64_t> free = FreeBytes(impl_->options.path);
+    if (free.has_value() && *free < impl_->options.reopen_min_free_bytes) {
+      return refused(absl::StrCat("only ", *free >> 20, " MiB are free on the filesystem of ",
+                                  impl_->options.path, "; writing resumes once ",
+                                  impl_->options.reopen_min_free_bytes >> 20, " MiB are free"));
+    }
+  }
+  absl::MutexLock lock(&impl_->db_mu);
+  // Close first: LevelDB's lock on the directory allows one open handle.
+  impl_->index.reset();
+  auto db = OpenDb(impl_->db_options, impl_->options.path);
+  if (!db.ok())
+    return refused(absl::StrCat("reopening the database failed: ", db.status().message()));
+  impl_->index = std::move(*db);
+  impl_->failed = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status LevelDbTensorStore::WriteAll(const std::vector<Batch*>& batches, bool sync) {
+  absl::MutexLock lock(&impl_->write_mu);
+  if (!impl_->failed.ok()) TK_RETURN_IF_ERROR(RepairAfterFailure());
   // Values first: a crash between the two writes leaves bytes in the value
   // log that no key refers to (never read), never a key without its value.
-  if (b->has_values()) {
-    TK_ASSIGN_OR_RETURN(ValueLog::Position at, impl_->values->Append(b->value_bytes()));
-    b->PutValueRefs(at);
+  bool index_used = false;
+  for (Batch* batch : batches) {
+    auto* b = static_cast<LevelDbBatch*>(batch);
+    if (b->has_values()) {
+      TK_ASSIGN_OR_RETURN(ValueLog::Position at, impl_->values->Append(b->value_bytes()));
+      b->PutValueRefs(at);
+    }
+    index_used = index_used || b->index_used();
   }
   // With `sync`, every value appended so far is made durable before the index
   // write that refers to the last of them: a synced write makes every earlier
@@ -188,10 +260,23 @@ absl::Status LevelDbTensorStore::Write(Batch* batch, bool sync) {
   if (sync) TK_RETURN_IF_ERROR(impl_->values->Sync());
   // An empty batch written with `sync` is how a caller makes earlier writes
   // durable: the index database then syncs too.
-  if (!b->index_used() && !sync) return absl::OkStatus();
+  if (!index_used && !sync) return absl::OkStatus();
+  leveldb::WriteBatch merged;
+  leveldb::WriteBatch* index =
+      batches.empty() ? &merged : static_cast<LevelDbBatch*>(batches[0])->index();
+  if (batches.size() > 1) {
+    for (Batch* batch : batches) merged.Append(*static_cast<LevelDbBatch*>(batch)->index());
+    index = &merged;
+  }
   leveldb::WriteOptions wo;
   wo.sync = sync;
-  return FromLevelDb(impl_->index->Write(wo, b->index()), "writing to the database");
+  const leveldb::Status s = impl_->index->Write(wo, index);
+  if (!s.ok()) {
+    impl_->failed = FromLevelDb(s, "writing to the database");
+    impl_->next_reopen = std::chrono::steady_clock::time_point();
+    return impl_->failed;
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -223,7 +308,18 @@ absl::StatusOr<std::string> LevelDbTensorStore::ReadValue(std::string_view key,
   return value;
 }
 
+namespace {
+
+absl::Status Reopening() {
+  return absl::UnavailableError(
+      "the collector's storage is being reopened after a failed write; try again shortly");
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::Get(std::string_view key) {
+  absl::ReaderMutexLock lock(&impl_->db_mu);
+  if (impl_->index == nullptr) return Reopening();
   TK_ASSIGN_OR_RETURN(auto entry, GetWith(impl_->index.get(), leveldb::ReadOptions(), key));
   if (!entry.has_value() || !IsValueKey(key)) return entry;
   TK_ASSIGN_OR_RETURN(std::string value, ReadValue(key, *entry));
@@ -236,6 +332,8 @@ absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::GetBulk(std::stri
   if (IsValueKey(key)) return Get(key);
   leveldb::ReadOptions ro;
   ro.fill_cache = false;
+  absl::ReaderMutexLock lock(&impl_->db_mu);
+  if (impl_->index == nullptr) return Reopening();
   return GetWith(impl_->index.get(), ro, key);
 }
 
@@ -247,6 +345,8 @@ absl::Status LevelDbTensorStore::Scan(
   const bool values = IsValueKey(prefix);
   const std::string after_values =
       FamilyPrefix(static_cast<KeyFamily>(static_cast<uint8_t>(KeyFamily::kValue) + 1));
+  absl::ReaderMutexLock lock(&impl_->db_mu);
+  if (impl_->index == nullptr) return Reopening();
   std::unique_ptr<leveldb::Iterator> it(impl_->index->NewIterator(ro));
   it->Seek(leveldb::Slice(prefix.data(), prefix.size()));
   while (it->Valid()) {

@@ -42,6 +42,13 @@ struct LevelDbOptions {
   // Not owned; must outlive the store. nullptr: the default (disk) Env.
   // Tests pass leveldb::NewMemEnv(...).
   leveldb::Env* env = nullptr;
+  // After a failed write, the least time between two attempts to reopen the
+  // index database (each write in between fails at once).
+  double reopen_interval_seconds = 1.0;
+  // After a failed write on the default Env, the database is reopened only
+  // once the directory's filesystem has this much free space (reopening
+  // writes a table of the recovered log).
+  uint64_t reopen_min_free_bytes = uint64_t{256} << 20;
 };
 
 class LevelDbTensorStore : public TensorStore {
@@ -54,10 +61,19 @@ class LevelDbTensorStore : public TensorStore {
   ~LevelDbTensorStore() override;
 
   std::unique_ptr<Batch> NewBatch() override;
+  // After a failed index write, LevelDB's log may hold a torn record that the
+  // records written after it would follow, and a later recovery could drop
+  // them with it; so the store refuses writes (Unavailable, naming the first
+  // failure) until it has reopened the index database, which recovers the log
+  // up to the torn record and starts a new one. Reads go on with the old
+  // handle until the reopen; while a reopen keeps failing they fail with
+  // Unavailable. A failed value-log append leaves no key (the index is not
+  // written) and needs no reopen.
+  absl::Status Write(Batch* batch, bool sync) override;
+  absl::Status WriteAll(const std::vector<Batch*>& batches, bool sync) override;
   // Large values are read from the value log and checked against their
   // CRC-32: a damaged or truncated value file gives DataLoss naming the key's
   // file and offset.
-  absl::Status Write(Batch* batch, bool sync) override;
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   absl::StatusOr<std::optional<std::string>> GetBulk(std::string_view key) override;
   absl::Status Scan(
@@ -66,6 +82,8 @@ class LevelDbTensorStore : public TensorStore {
 
  private:
   struct Impl;
+  // Reopens the index database after a failed write (see Write).
+  absl::Status RepairAfterFailure();
   // The value a large value's index entry `encoded_ref` points to.
   absl::StatusOr<std::string> ReadValue(std::string_view key, std::string_view encoded_ref);
   explicit LevelDbTensorStore(std::unique_ptr<Impl> impl);

@@ -5,6 +5,11 @@
 // of it or none of it). The only implementation is LevelDbTensorStore; tests
 // run it on LevelDB's in-memory Env.
 //
+// Failures: after a write fails (a full disk, an I/O error), the store refuses
+// further writes until it has made sure that nothing acknowledged before can be
+// lost (LevelDbTensorStore reopens its database); reads go on meanwhile where
+// the store can serve them. A failed write is never partly visible.
+//
 // Thread safety: every method may be called concurrently from any thread.
 // A Batch itself is not thread-safe.
 #ifndef TENSORKEEP_STORAGE_TENSOR_STORE_H_
@@ -15,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -47,6 +53,13 @@ class TensorStore {
   // writes a batch's large values (KeyFamily::kValue) first, to its value
   // log: a crash in between leaves only bytes no key refers to.)
   virtual absl::Status Write(Batch* batch, bool sync) = 0;
+
+  // Applies every batch of `batches` as one atomic write (a crash leaves all
+  // of them or none), in order: a later batch's put wins over an earlier
+  // one's. The same guarantees as Write; with `sync` one fsync covers them.
+  // On failure nothing of them is in the store. Batches must come from this
+  // store's NewBatch() and are consumed (they may be changed).
+  virtual absl::Status WriteAll(const std::vector<Batch*>& batches, bool sync) = 0;
 
   // The value of `key`, std::nullopt when absent, an error on I/O failure or
   // corruption.

@@ -126,9 +126,18 @@ absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data) {
   if (s.ok()) s = out_->Flush();  // out of LevelDB's user-space buffer: a crash keeps it
   if (!s.ok()) {
     // The file's end is unknown now: the next Append starts another file. The
-    // bytes before this write still need the next Sync.
-    unsynced_ = true;
-    RetireFile();
+    // bytes before this write still need the next Sync. A file that holds
+    // nothing but this failed write is removed, so that a disk that keeps
+    // failing does not collect a file per attempt.
+    if (at.offset == 0) {
+      out_->Close();
+      out_.reset();
+      unsynced_ = false;
+      env_->RemoveFile(FileName(at.file));
+    } else {
+      unsynced_ = true;
+      RetireFile();
+    }
     return IoError(s, absl::StrCat("writing ", data.size(), " bytes to ", FileName(at.file)));
   }
   file_size_ += data.size();
@@ -147,7 +156,14 @@ absl::Status ValueLog::Sync() {
   }
   if (unsynced_ && out_ != nullptr) {
     leveldb::Status s = out_->Sync();
-    if (!s.ok()) return IoError(s, absl::StrCat("syncing ", FileName(file_)));
+    if (!s.ok()) {
+      // What a failed fsync left on disk is unknown (the kernel may have
+      // dropped the pages): stop appending to this file. It stays listed, so
+      // the next Sync tries it again before anything after it counts.
+      const uint64_t file = file_;
+      RetireFile();
+      return IoError(s, absl::StrCat("syncing ", FileName(file)));
+    }
   }
   unsynced_ = false;
   if (directory_unsynced_ && sync_directory_) {
