@@ -83,9 +83,18 @@ absl::Status Collector::Recover() {
     trial->ApplyQuietly(u);
     trials_[name] = trial;
   }
+  // A trial whose metadata never became durable (its first write failed
+  // before this version wrote metadata and data atomically) is recovered
+  // with default metadata rather than refusing the directory.
   auto trial_of = [&](std::string_view name) -> Trial* {
     auto it = trials_.find(std::string(name));
-    return it == trials_.end() ? nullptr : it->second.get();
+    if (it != trials_.end()) return it->second.get();
+    if (!ValidateTrialName(absl::string_view(name.data(), name.size())).ok()) return nullptr;
+    spdlog::warn("recovery: trial '{}' has data but no metadata; recovered with defaults",
+                 std::string(name));
+    // (Not in trial_meta: the committer writes its metadata with its next write.)
+    auto trial = std::make_shared<Trial>(std::string(name));
+    return trials_.emplace(std::string(name), std::move(trial)).first->second.get();
   };
 
   uint64_t records = 0, max_block_id = 0;
@@ -206,6 +215,29 @@ std::shared_ptr<Trial> Collector::GetOrCreateTrial(const std::string& name) {
   auto& slot = trials_[name];
   if (slot == nullptr) slot = std::make_shared<Trial>(name);
   return slot;
+}
+
+absl::Status Collector::ClaimWriter(const std::string& trial, const std::string& worker) {
+  absl::MutexLock lock(&mu_);
+  if (writers_.count({trial, worker}) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "worker '", worker, "' of trial '", trial,
+        "' already has a live Push stream on this collector: two processes may not write as "
+        "the same worker (give each its own name, e.g. worker_<rank>); a writer reconnecting "
+        "after a dropped stream gets in once the collector has seen the old stream end"));
+  }
+  if (writers_.size() >= options_.max_push_streams) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the collector has ", writers_.size(), " live Push streams, its limit: retry later, or "
+        "raise tensorkeep-server --max-push-streams"));
+  }
+  writers_.emplace(trial, worker);
+  return absl::OkStatus();
+}
+
+void Collector::ReleaseWriter(const std::string& trial, const std::string& worker) {
+  absl::MutexLock lock(&mu_);
+  writers_.erase({trial, worker});
 }
 
 std::vector<std::shared_ptr<Trial>> Collector::Trials() const {

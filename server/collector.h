@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,8 @@ struct CollectorOptions {
   // Memory for large values kept after a reduction or histogram read them
   // (server/value_cache.h); 0 disables the cache.
   size_t value_cache_bytes = 128u << 20;
+  // Live Push streams (one per writing worker) accepted at once.
+  size_t max_push_streams = 4096;
 };
 
 class Collector {
@@ -57,6 +60,13 @@ class Collector {
   // durable with the first write that references it.
   std::shared_ptr<Trial> GetOrCreateTrial(const std::string& name);
   std::vector<std::shared_ptr<Trial>> Trials() const;
+
+  // Claims (trial, worker) for one Push stream until ReleaseWriter. Fails
+  // with Unavailable while another live stream holds it (its message says
+  // why and what to do), and with ResourceExhausted when max_push_streams
+  // streams write already.
+  absl::Status ClaimWriter(const std::string& trial, const std::string& worker);
+  void ReleaseWriter(const std::string& trial, const std::string& worker);
 
   // Queues a durable write (see Committer).
   void Submit(PendingWrite write) { committer_->Submit(std::move(write)); }
@@ -119,6 +129,7 @@ class Collector {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Trial>> trials_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<std::string, std::string>> writers_ ABSL_GUARDED_BY(mu_);
 
   mutable ValueCache value_cache_;
   std::atomic<uint64_t> next_block_id_{1};

@@ -3,6 +3,9 @@
 #include <chrono>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "base/errors.h"
+#include "server/validation.h"
 #include "spdlog/spdlog.h"
 #include "storage/keys.h"
 
@@ -11,11 +14,10 @@ namespace tensorkeep {
 Committer::Committer(TensorStore* store, bool sync,
                      std::map<std::string, storage::TrialMeta> trials,
                      std::map<std::pair<std::string, std::string>, storage::WorkerMeta> workers)
-    : store_(store),
-      sync_(sync),
-      trial_meta_(std::move(trials)),
-      worker_meta_(std::move(workers)),
-      thread_([this] { Run(); }) {}
+    : store_(store), sync_(sync), trial_meta_(std::move(trials)), worker_meta_(std::move(workers)) {
+  for (const auto& [id, meta] : worker_meta_) ++worker_counts_[id.first];
+  thread_ = std::thread([this] { Run(); });
+}
 
 Committer::~Committer() {
   {
@@ -36,26 +38,99 @@ size_t Committer::queued_bytes() const {
   return queued_bytes_;
 }
 
-void Committer::MetadataFor(const PendingWrite& write,
-                            std::unique_ptr<TensorStore::Batch>* before,
-                            std::unique_ptr<TensorStore::Batch>* after) {
+absl::Status Committer::CheckSteps(const PendingWrite& write, const Staged& staged) const {
+  const std::string& trial = write.trial->name();
+  const IndexedRecord* previous = nullptr;
+  // Records come grouped by step (WriteSession sorts them), one mode a step.
+  for (const IndexedRecord& r : write.update.records) {
+    if (previous != nullptr && previous->step == r.step) continue;
+    previous = &r;
+    std::optional<StepInfo> known;
+    if (auto it = staged.steps.find({trial, r.step}); it != staged.steps.end()) {
+      known = it->second;
+    } else {
+      known = write.trial->GetStep(r.step);
+    }
+    if (known.has_value() && (known->mode != r.mode || known->mode_step != r.mode_step)) {
+      return MakeError(Reason::kConflict,
+                       absl::StrCat("step ", r.step, " of trial '", trial, "' is ",
+                                    ModeName(known->mode), " step ", known->mode_step, "; worker '",
+                                    write.update.worker, "' wrote tensor '", r.name, "' as ",
+                                    ModeName(r.mode), " step ", r.mode_step));
+    }
+    if (IsGlobalMode(r.mode) || known.has_value()) continue;
+    std::optional<uint64_t> global;
+    if (auto it = staged.mode_steps.find({trial, r.mode, r.mode_step});
+        it != staged.mode_steps.end()) {
+      global = it->second;
+    } else {
+      global = write.trial->FindGlobalStep(r.mode, r.mode_step);
+    }
+    if (global.has_value() && *global != r.step) {
+      return MakeError(Reason::kConflict,
+                       absl::StrCat(ModeName(r.mode), " step ", r.mode_step, " of trial '", trial,
+                                    "' is global step ", *global, "; worker '", write.update.worker,
+                                    "' wrote tensor '", r.name, "' as global step ", r.step));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
+                              std::unique_ptr<TensorStore::Batch>* meta_batch) {
+  const auto put = [&](const std::string& key, const google::protobuf::Message& m) {
+    if (*meta_batch == nullptr) *meta_batch = store_->NewBatch();
+    (*meta_batch)->Put(key, m.SerializeAsString());
+  };
   const TrialUpdate& u = write.update;
   const std::string& trial = write.trial->name();
-  auto put = [&](std::unique_ptr<TensorStore::Batch>* batch, const std::string& key,
-                 const google::protobuf::Message& m) {
-    if (*batch == nullptr) *batch = store_->NewBatch();
-    (*batch)->Put(key, m.SerializeAsString());
-  };
 
-  auto [tit, created] = trial_meta_.try_emplace(trial);
-  storage::TrialMeta& tm = tit->second;
-  bool trial_changed = created;
-  if (created) {
-    tm.set_num_workers(1);
-    tm.set_created_unix(std::chrono::duration<double>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count());
+  // Checks first: a refused write stages nothing.
+  const WorkerId wid{trial, u.worker};
+  const bool new_worker =
+      !u.worker.empty() && worker_meta_.count(wid) == 0 && staged->workers.count(wid) == 0;
+  if (new_worker) {
+    auto count = staged->worker_counts.find(trial);
+    const uint32_t n = count != staged->worker_counts.end() ? count->second : worker_counts_[trial];
+    if (n >= kMaxWorkers) {
+      return absl::ResourceExhaustedError(absl::StrCat("trial '", trial, "' already has ", n,
+                                                       " workers, the most one trial may "
+                                                       "have; worker '",
+                                                       u.worker,
+                                                       "' is refused (use fewer distinct worker "
+                                                       "names, e.g. one per rank)"));
+    }
   }
+  absl::Status steps_ok = CheckSteps(write, *staged);
+  if (!steps_ok.ok()) return steps_ok;
+
+  const IndexedRecord* previous = nullptr;
+  for (const IndexedRecord& r : u.records) {
+    if (previous != nullptr && previous->step == r.step) continue;
+    previous = &r;
+    staged->steps.emplace(std::make_pair(trial, r.step), StepInfo{r.mode, r.mode_step});
+    if (!IsGlobalMode(r.mode)) {
+      staged->mode_steps.emplace(std::make_tuple(trial, r.mode, r.mode_step), r.step);
+    }
+  }
+
+  // The trial's metadata: staged copy, else the durable one, else a new one.
+  auto tit = staged->trials.find(trial);
+  bool trial_changed = false;
+  if (tit == staged->trials.end()) {
+    auto durable = trial_meta_.find(trial);
+    if (durable != trial_meta_.end()) {
+      tit = staged->trials.emplace(trial, durable->second).first;
+    } else {
+      tit = staged->trials.emplace(trial, storage::TrialMeta()).first;
+      tit->second.set_num_workers(1);
+      tit->second.set_created_unix(
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count());
+      trial_changed = true;
+    }
+  }
+  storage::TrialMeta& tm = tit->second;
   if (u.num_workers > tm.num_workers()) {
     tm.set_num_workers(u.num_workers);
     trial_changed = true;
@@ -66,19 +141,36 @@ void Committer::MetadataFor(const PendingWrite& write,
   }
   if (u.rule_status.has_value()) {
     const v1::RuleStatus& rs = *u.rule_status;
-    put(before, RuleKey(trial, rs.rule()), rs);
+    put(RuleKey(trial, rs.rule()), rs);
     if (rs.action() == "stop" && rs.state() == v1::RuleStatus::ISSUES_FOUND &&
         !tm.stop_requested()) {
       tm.set_stop_requested(true);
       trial_changed = true;
     }
   }
-  if (trial_changed) put(before, TrialKey(trial), tm);
+  // Written whenever it changed, and with the first write of a trial not yet
+  // durable (a failed first write leaves it new for the next group).
+  if (trial_changed) put(TrialKey(trial), tm);
+
   if (!u.worker.empty()) {
-    auto [wit, wcreated] = worker_meta_.try_emplace({trial, u.worker});
+    auto wit = staged->workers.find(wid);
+    bool worker_changed = false;
+    if (wit == staged->workers.end()) {
+      auto durable = worker_meta_.find(wid);
+      if (durable != worker_meta_.end()) {
+        wit = staged->workers.emplace(wid, durable->second).first;
+      } else {
+        wit = staged->workers.emplace(wid, storage::WorkerMeta()).first;
+        wit->second.set_committed_through(StepTracker::kNone);
+        worker_changed = true;
+        auto count = staged->worker_counts.find(trial);
+        if (count == staged->worker_counts.end()) {
+          count = staged->worker_counts.emplace(trial, worker_counts_[trial]).first;
+        }
+        ++count->second;
+      }
+    }
     storage::WorkerMeta& wm = wit->second;
-    bool worker_changed = wcreated;
-    if (wcreated) wm.set_committed_through(StepTracker::kNone);
     if (u.committed_through > wm.committed_through()) {
       wm.set_committed_through(u.committed_through);
       worker_changed = true;
@@ -87,8 +179,15 @@ void Committer::MetadataFor(const PendingWrite& write,
       wm.set_closed(true);
       worker_changed = true;
     }
-    if (worker_changed) put(after, WorkerKey(trial, u.worker), wm);
+    if (worker_changed) put(WorkerKey(trial, u.worker), wm);
   }
+  return absl::OkStatus();
+}
+
+void Committer::Keep(Staged* staged) {
+  for (auto& [name, meta] : staged->trials) trial_meta_[name] = std::move(meta);
+  for (auto& [id, meta] : staged->workers) worker_meta_[id] = std::move(meta);
+  for (const auto& [name, n] : staged->worker_counts) worker_counts_[name] = n;
 }
 
 void Committer::Run() {
@@ -97,12 +196,12 @@ void Committer::Run() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](Committer* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-            return c->stopping_ || !c->queue_.empty();
-          },
+          +[](Committer* c)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->stopping_ || !c->queue_.empty(); },
           this));
       if (queue_.empty() && stopping_) return;
-      // Group up to ~64 MiB so that one fsync (with --sync) covers many.
+      // Group up to ~64 MiB so that one write (and, with --sync, one fsync)
+      // covers many.
       size_t bytes = 0;
       while (!queue_.empty() && (group.empty() || bytes < (64u << 20))) {
         if (queue_.front().batch != nullptr) bytes += queue_.front().batch->ApproximateSize();
@@ -111,34 +210,45 @@ void Committer::Run() {
       }
       queued_bytes_ -= std::min(queued_bytes_, bytes);
     }
-    // Every batch of the group, in order: metadata before, data, metadata
-    // after. With --sync only the last write is fsynced; that makes every
-    // earlier one durable as well (one log file, written in order).
     std::vector<absl::Status> results(group.size());
-    std::vector<std::pair<size_t, std::unique_ptr<TensorStore::Batch>>> writes;
+    std::vector<std::unique_ptr<TensorStore::Batch>> meta(group.size());
+    std::vector<TensorStore::Batch*> batches;
+    Staged staged;
+    bool any = false;
     for (size_t i = 0; i < group.size(); ++i) {
-      std::unique_ptr<TensorStore::Batch> before, after;
-      MetadataFor(group[i], &before, &after);
-      if (before != nullptr) writes.emplace_back(i, std::move(before));
-      if (group[i].batch != nullptr) writes.emplace_back(i, std::move(group[i].batch));
-      if (after != nullptr) writes.emplace_back(i, std::move(after));
-    }
-    if (sync_ && writes.empty() && !group.empty()) writes.emplace_back(0, store_->NewBatch());
-    for (size_t k = 0; k < writes.size(); ++k) {
-      auto& [i, batch] = writes[k];
-      if (!results[i].ok()) continue;
-      results[i] = store_->Write(batch.get(), sync_ && k + 1 == writes.size());
-      if (!results[i].ok()) spdlog::error("commit failed: {}", results[i].ToString());
-    }
-    if (sync_ && !writes.empty() && !results[writes.back().first].ok()) {
-      // The fsync covering the whole group failed: nothing is known durable.
-      for (auto& r : results) {
-        if (r.ok()) r = results[writes.back().first];
+      PendingWrite& w = group[i];
+      if (w.stream != nullptr && !w.stream->failed.ok()) {
+        results[i] = w.stream->failed;
+        continue;
       }
+      results[i] = Stage(w, &staged, &meta[i]);
+      if (!results[i].ok()) {
+        spdlog::warn("trial '{}': refused a write of worker '{}': {}", w.trial->name(),
+                     w.update.worker, std::string(results[i].message()));
+        if (w.stream != nullptr) w.stream->failed = results[i];
+        continue;
+      }
+      any = true;
+      if (w.batch != nullptr) batches.push_back(w.batch.get());
+      if (meta[i] != nullptr) batches.push_back(meta[i].get());
+    }
+    absl::Status written;
+    // With --sync an accepted write is acknowledged only after an fsync, even
+    // when it changed nothing on disk (a Flush after unsynced writes).
+    if (!batches.empty() || (any && sync_)) written = store_->WriteAll(batches, sync_);
+    if (written.ok()) {
+      Keep(&staged);
+    } else {
+      spdlog::error("commit of {} writes failed: {}", group.size(), written.ToString());
     }
     for (size_t i = 0; i < group.size(); ++i) {
-      if (results[i].ok()) group[i].trial->Apply(group[i].update);
-      if (group[i].done) group[i].done(results[i]);
+      PendingWrite& w = group[i];
+      if (results[i].ok() && !written.ok()) {
+        results[i] = written;
+        if (w.stream != nullptr) w.stream->failed = written;
+      }
+      if (results[i].ok()) w.trial->Apply(w.update);
+      if (w.done) w.done(results[i]);
     }
     group.clear();
   }

@@ -1,16 +1,28 @@
-// Committer: the one thread that feeds LevelDB.
+// Committer: the one thread that feeds the store, and the one owner of the
+// state that writers share.
 //
 // Push handlers validate and encode their messages into batches on their own
-// threads, then Submit() them here. The committer takes everything queued,
-// adds the trial and worker metadata the batches change (it is the only
-// owner of that metadata, so read-modify-write needs no lock), writes the
-// batches in order — only the last of a group with sync when --sync is on,
-// which makes the whole group durable with one fsync — then applies each
-// update to its Trial's in-memory index and runs its `done` callback.
+// threads, then Submit() them here. The committer takes everything queued (a
+// group), and for each write, in order:
+//  - fails it unwritten when an earlier write of the same stream failed (a
+//    later message may commit steps whose data was in the failed one);
+//  - checks it against the state it alone changes: a global step has one
+//    (mode, mode step) and a mode step one global step, whichever worker
+//    wrote it first (CONFLICT naming both), and a trial has at most
+//    kMaxWorkers distinct workers (RESOURCE_EXHAUSTED);
+//  - stages the trial and worker metadata the write changes.
+// Then every accepted batch and its metadata go to the store as ONE atomic
+// write (TensorStore::WriteAll; with --sync one fsync covers the group, and
+// no LevelDB log rotation can fall between a write and its sync). Only once
+// that write succeeded are the staged metadata kept and each update applied
+// to its Trial's in-memory index; then each `done` runs. A failed write
+// changes nothing in memory: the writers get the status (their streams end,
+// nothing of the group acknowledged) and resend; the next group writes the
+// metadata again.
 //
 // Measured on the 2-core reference machine, handlers writing their own
 // batches concurrently fall to ~135-165 MB/s at 4 streams; one writer stays
-// near LevelDB's sequential speed (docs/storage.md).
+// near LevelDB's sequential speed (docs/performance.md).
 //
 // Thread safety: Submit() and queued_bytes() are thread-safe. `done`
 // callbacks run on the committer thread and must not block.
@@ -23,9 +35,11 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "server/trial.h"
 #include "storage/stored.pb.h"
@@ -33,10 +47,19 @@
 
 namespace tensorkeep {
 
+// The writes of one Push stream, as the committer sees them.
+struct WriteStream {
+  // The first failure of a write of the stream; its later writes fail with it.
+  // Touched by the committer thread only.
+  absl::Status failed;
+};
+
 struct PendingWrite {
   std::shared_ptr<Trial> trial;               // never null
   std::unique_ptr<TensorStore::Batch> batch;  // null: metadata only
   TrialUpdate update;
+  // The stream the write belongs to; null for a write of its own.
+  std::shared_ptr<WriteStream> stream;
   // Called once the write is durable and applied (OK), or failed.
   std::function<void(const absl::Status&)> done;
 };
@@ -55,14 +78,27 @@ class Committer {
   size_t queued_bytes() const;
 
  private:
+  using WorkerId = std::pair<std::string, std::string>;  // (trial, worker)
+  // What the writes of one group change, before they are durable.
+  struct Staged {
+    std::map<std::string, storage::TrialMeta> trials;
+    std::map<WorkerId, storage::WorkerMeta> workers;
+    std::map<std::string, uint32_t> worker_counts;
+    // (trial, global step) -> its mode and mode step; (trial, mode, mode step)
+    // -> its global step: the steps written by the group's earlier writes.
+    std::map<std::pair<std::string, uint64_t>, StepInfo> steps;
+    std::map<std::tuple<std::string, int, uint64_t>, uint64_t> mode_steps;
+  };
+
   void Run();
-  // The metadata puts `write` implies, as two small batches: `before` (the
-  // trial's metadata and rule status, which its data's recovery needs) and
-  // `after` (the worker's commit, which must not be durable before the data
-  // it commits). Kept apart from the data batch so that a 1 MiB batch is not
-  // reallocated and copied to append a few bytes. Null when empty.
-  void MetadataFor(const PendingWrite& write, std::unique_ptr<TensorStore::Batch>* before,
-                   std::unique_ptr<TensorStore::Batch>* after);
+  // Checks `write` against the committed and staged state; on success stages
+  // its steps and metadata and puts the changed metadata into `*meta` (made
+  // when needed).
+  absl::Status Stage(const PendingWrite& write, Staged* staged,
+                     std::unique_ptr<TensorStore::Batch>* meta);
+  absl::Status CheckSteps(const PendingWrite& write, const Staged& staged) const;
+  // Keeps the metadata of a group that is durable.
+  void Keep(Staged* staged);
 
   TensorStore* const store_;
   const bool sync_;
@@ -72,9 +108,10 @@ class Committer {
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
-  // Owned by the committer thread only.
+  // Owned by the committer thread only: what is durable.
   std::map<std::string, storage::TrialMeta> trial_meta_;
-  std::map<std::pair<std::string, std::string>, storage::WorkerMeta> worker_meta_;
+  std::map<WorkerId, storage::WorkerMeta> worker_meta_;
+  std::map<std::string, uint32_t> worker_counts_;  // distinct workers by trial
 
   std::thread thread_;
 };

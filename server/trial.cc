@@ -208,6 +208,11 @@ std::optional<StepInfo> Trial::GetStep(uint64_t step) const {
   return it->second;
 }
 
+std::optional<uint64_t> Trial::FindGlobalStep(int mode, uint64_t mode_step) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return ToGlobalLocked(mode_step, mode);
+}
+
 bool Trial::ended() const {
   absl::ReaderMutexLock lock(&mu_);
   return tracker_.ended();

@@ -104,6 +104,8 @@ class Trial {
   // State the writer validation needs.
   int64_t CommittedThrough(const std::string& worker) const;
   std::optional<StepInfo> GetStep(uint64_t step) const;
+  // The global step saved as (mode, mode_step), if any (mode not GLOBAL).
+  std::optional<uint64_t> FindGlobalStep(int mode, uint64_t mode_step) const;
   bool ended() const;
   bool stop_requested(std::string* reason) const;
   uint32_t num_workers() const;
