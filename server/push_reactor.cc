@@ -1,5 +1,9 @@
 #include "server/push_reactor.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/errors.h"
 #include "server/grpc_status.h"
 #include "spdlog/spdlog.h"
 
@@ -62,6 +66,18 @@ void PushReactor::OnReadDone(bool ok) {
     absl::MutexLock lock(&mu_);
     reading_ = false;
     reads_done_ = true;
+    if (!closed_ && error_.ok()) {
+      // Writers send Close before they half-close. Reads also end this way
+      // when gRPC cannot parse a message (e.g. a string field that is not
+      // UTF-8): say so rather than end with OK as if all were stored.
+      error_ =
+          MakeError(Reason::kBadRequest,
+                    absl::StrCat("the Push stream ended without Close after message ", last_seq_,
+                                 ": the next message could not be parsed (is "
+                                 "every string field valid UTF-8?) or the writer stopped "
+                                 "sending; nothing after message ",
+                                 last_seq_, " was stored"));
+    }
     action = NextActionsLocked();
   } else {
     const uint64_t seq = request_->seq();
@@ -79,6 +95,7 @@ void PushReactor::OnReadDone(bool ok) {
     }
     absl::MutexLock lock(&mu_);
     reading_ = false;
+    partial_from_ = session_.partial_from();
     if (!outcome.ok()) {
       spdlog::warn("Push from {}: rejected message {}: {}", context_->peer(), seq,
                    outcome.status().ToString());
@@ -87,11 +104,15 @@ void PushReactor::OnReadDone(bool ok) {
     } else {
       last_seq_ = seq;
       if (outcome->wants_ack) ack_wanted_ = true;
-      if (outcome->closes) reads_done_ = true;
+      if (outcome->closes) {
+        reads_done_ = true;
+        closed_ = true;
+      }
       if (outcome->write.has_value()) {
-        inflight_.push_back(seq);
+        const uint64_t first = outcome->first_seq;
+        inflight_.push_back(first);
         PendingWrite& w = *outcome->write;
-        w.done = [this, seq](const absl::Status& s) { OnCommitted(seq, s); };
+        w.done = [this, first](const absl::Status& s) { OnCommitted(first, s); };
         collector_->Submit(std::move(w));
       }
     }
@@ -105,9 +126,19 @@ void PushReactor::OnCommitted(uint64_t seq, const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     if (!inflight_.empty() && inflight_.front() == seq) inflight_.pop_front();
-    if (!status.ok() && error_.ok()) {
-      error_ = absl::UnavailableError("the collector could not store the data: " +
-                                      std::string(status.message()));
+    if (!status.ok()) {
+      // Nothing from this message on is acknowledged: the committer fails
+      // the stream's later writes unwritten, and the writer resends them.
+      ack_limit_ = std::min(ack_limit_, seq - 1);
+      if (error_.ok()) {
+        if (GetReason(status) != Reason::kNone || absl::IsResourceExhausted(status)) {
+          error_ = status;  // the writer's own doing (a conflict, a limit): said as it is
+        } else {
+          error_ = absl::UnavailableError(absl::StrCat("the collector could not store the data (",
+                                                       status.message(), "); nothing from message ",
+                                                       seq, " on was acknowledged: resend it"));
+        }
+      }
       reads_done_ = true;
     }
     ack_wanted_ = true;
@@ -132,9 +163,16 @@ void PushReactor::OnWriteDone(bool ok) {
   Act(action);
 }
 
+uint64_t PushReactor::AckableLocked() const {
+  uint64_t acked = inflight_.empty() ? last_seq_ : inflight_.front() - 1;
+  // A record still waiting for its Chunk messages is only in memory.
+  if (partial_from_ != 0) acked = std::min(acked, partial_from_ - 1);
+  return std::min(acked, ack_limit_);
+}
+
 v1::PushResponse PushReactor::MakeAckLocked() {
   v1::PushResponse ack;
-  const uint64_t acked = inflight_.empty() ? last_seq_ : inflight_.front() - 1;
+  const uint64_t acked = AckableLocked();
   ack.set_acked_seq(acked);
   acked_sent_ = acked;
   if (session_.trial() != nullptr) {
@@ -156,7 +194,7 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
   if (finished_) return a;
   if (!writing_ && ack_wanted_) {
     ack_wanted_ = false;
-    const uint64_t acked = inflight_.empty() ? last_seq_ : inflight_.front() - 1;
+    const uint64_t acked = AckableLocked();
     bool stop_news = false;
     if (!stop_sent_ && session_.trial() != nullptr) {
       stop_news = session_.trial()->stop_requested(nullptr);

@@ -1,5 +1,10 @@
 // PushReactor: one writer's Push stream.
 //
+// Acks: an ack covers a message only once its data is durable. A record sent
+// in several messages (a record, then Chunk messages) is acknowledged only
+// after its last chunk's write is durable, so a writer that reconnects resends
+// it whole; after a failed write nothing from its message on is acknowledged.
+//
 // Reads a message, lets its WriteSession check and encode it, hands the
 // batch to the committer and reads on — but at most two messages of a stream
 // wait for the committer at a time, and none while the committer's queue is
@@ -21,8 +26,8 @@
 #include <mutex>
 
 #include "absl/synchronization/mutex.h"
-#include "grpcpp/grpcpp.h"
 #include "google/protobuf/arena.h"
+#include "grpcpp/grpcpp.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/collector.h"
 #include "server/write_session.h"
@@ -37,8 +42,7 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
 
   // `active` (not owned) counts live Push reactors: incremented here,
   // decremented in OnDone.
-  PushReactor(grpc::CallbackServerContext* context, Collector* collector,
-              std::atomic<int>* active);
+  PushReactor(grpc::CallbackServerContext* context, Collector* collector, std::atomic<int>* active);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -69,6 +73,8 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
     PushReactor* reactor = nullptr;
   };
   v1::PushResponse MakeAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The highest seq an ack may cover now: every message up to it is durable.
+  uint64_t AckableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   grpc::CallbackServerContext* const context_;
   Collector* const collector_;
@@ -86,7 +92,13 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
 
   absl::Mutex mu_;
   v1::PushResponse response_ ABSL_GUARDED_BY(mu_);
-  std::deque<uint64_t> inflight_ ABSL_GUARDED_BY(mu_);  // seqs waiting for the committer
+  // The first seq each write waiting for the committer carries data of.
+  std::deque<uint64_t> inflight_ ABSL_GUARDED_BY(mu_);
+  // Seq of the message that started a record still waiting for chunks (0: none).
+  uint64_t partial_from_ ABSL_GUARDED_BY(mu_) = 0;
+  // Acks never go beyond this: the message after it failed to be stored.
+  uint64_t ack_limit_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // the writer sent Close
   uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t acked_sent_ ABSL_GUARDED_BY(mu_) = 0;
   bool ack_wanted_ ABSL_GUARDED_BY(mu_) = false;

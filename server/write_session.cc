@@ -19,10 +19,18 @@ absl::Status Bad(absl::string_view message) { return MakeError(Reason::kBadReque
 
 }  // namespace
 
+WriteSession::WriteSession(Collector* collector)
+    : collector_(collector), stream_(std::make_shared<WriteStream>()) {}
+
+WriteSession::~WriteSession() {
+  if (registered_) collector_->ReleaseWriter(trial_->name(), worker_);
+}
+
 PendingWrite WriteSession::NewWrite() const {
   PendingWrite w;
   w.trial = trial_;
   w.update.worker = worker_;
+  w.stream = stream_;
   return w;
 }
 
@@ -33,12 +41,19 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::Handle(v1::PushRequest& requ
                             last_seq_, ")"));
   }
   last_seq_ = request.seq();
+  absl::StatusOr<Outcome> out = HandleKind(request);
+  if (out.ok() && out->first_seq == 0) out->first_seq = request.seq();
+  return out;
+}
+
+absl::StatusOr<WriteSession::Outcome> WriteSession::HandleKind(v1::PushRequest& request) {
   if (trial_ == nullptr && request.kind_case() != v1::PushRequest::kOpen) {
     return Bad("the first message of a Push stream must be Open{trial, worker, num_workers}");
   }
   if (partial_.has_value() && request.kind_case() != v1::PushRequest::kChunk) {
-    return Bad("a chunked tensor was interrupted: Chunk messages must follow its record until "
-               "value_size bytes have arrived");
+    return Bad(
+        "a chunked tensor was interrupted: Chunk messages must follow its record until "
+        "value_size bytes have arrived");
   }
   switch (request.kind_case()) {
     case v1::PushRequest::kOpen:
@@ -47,8 +62,7 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::Handle(v1::PushRequest& requ
       return HandleRecords(*request.mutable_records());
     case v1::PushRequest::kChunk: {
       if (!partial_.has_value()) return Bad("Chunk without a record waiting for data");
-      v1::TensorRecord* last =
-          partial_->mutable_records(partial_->records_size() - 1);
+      v1::TensorRecord* last = partial_->mutable_records(partial_->records_size() - 1);
       if (last->data().size() + request.chunk().data().size() > last->value_size()) {
         return Bad(absl::StrCat("chunks of tensor '", last->name(), "' exceed its value_size ",
                                 last->value_size()));
@@ -57,7 +71,11 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::Handle(v1::PushRequest& requ
       if (last->data().size() < last->value_size()) return Outcome{};
       v1::RecordBatch batch = std::move(*partial_);
       partial_.reset();
-      return HandleRecords(batch);
+      const uint64_t first = partial_from_;
+      partial_from_ = 0;
+      auto out = HandleRecords(batch);
+      if (out.ok()) out->first_seq = first;
+      return out;
     }
     case v1::PushRequest::kEndStep: {
       TK_RETURN_IF_ERROR(ValidateStep(request.end_step().step(), "end-of-step"));
@@ -104,6 +122,8 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
     return Bad(absl::StrCat("num_workers must be between 1 and ", kMaxWorkers, ", got ",
                             open.num_workers()));
   }
+  TK_RETURN_IF_ERROR(collector_->ClaimWriter(open.trial(), open.worker()));
+  registered_ = true;
   trial_ = collector_->GetOrCreateTrial(open.trial());
   worker_ = open.worker();
   num_workers_ = open.num_workers();
@@ -155,12 +175,11 @@ absl::Status WriteSession::ValidateRecord(const v1::TensorRecord& r, bool comple
                             " bytes; this collector accepts at most ",
                             collector_->options().max_value_bytes));
   }
-  auto size_ok = CheckValueSize(static_cast<DType>(r.dtype()),
-                                absl::Span<const int64_t>(r.shape().data(), r.shape_size()),
-                                r.value_size());
+  auto size_ok =
+      CheckValueSize(static_cast<DType>(r.dtype()),
+                     absl::Span<const int64_t>(r.shape().data(), r.shape_size()), r.value_size());
   if (!size_ok.ok()) {
-    return Bad(absl::StrCat("tensor '", r.name(), "' at step ", r.step(), ": ",
-                            size_ok.message()));
+    return Bad(absl::StrCat("tensor '", r.name(), "' at step ", r.step(), ": ", size_ok.message()));
   }
   if (complete && r.data().size() != r.value_size()) {
     return Bad(absl::StrCat("tensor '", r.name(), "' carries ", r.data().size(),
@@ -175,11 +194,11 @@ absl::Status WriteSession::ValidateRecord(const v1::TensorRecord& r, bool comple
 absl::Status WriteSession::CheckCommitted(v1::TensorRecord& r, bool* skip) const {
   *skip = false;
   const auto conflict = [&](absl::string_view why) {
-    return MakeError(Reason::kConflict,
-                     absl::StrCat("worker '", worker_, "' already committed step ", r.step(),
-                                  " of trial '", trial_->name(), "' (through step ", committed_,
-                                  "); tensor '", r.name(), "' ", why,
-                                  ": a worker may not go back to a step it committed"));
+    return MakeError(
+        Reason::kConflict,
+        absl::StrCat("worker '", worker_, "' already committed step ", r.step(), " of trial '",
+                     trial_->name(), "' (through step ", committed_, "); tensor '", r.name(), "' ",
+                     why, ": a worker may not go back to a step it committed"));
   };
   TK_ASSIGN_OR_RETURN(auto stored, collector_->FindRecord(*trial_, r.step(), worker_, r.name()));
   if (!stored.has_value()) return conflict("was not saved at that step");
@@ -272,11 +291,18 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatc
   }
   if (waiting) {
     partial_ = std::move(batch);
+    partial_from_ = last_seq_;
+    // Room for the whole value at once: appending chunks to a string grown
+    // by doubling would hold up to twice the value.
+    v1::TensorRecord* record = partial_->mutable_records(n - 1);
+    record->mutable_data()->reserve(record->value_size());
     return Outcome{};
   }
 
   // Check the whole message against committed steps and step modes before
-  // encoding anything, so that a bad message leaves no trace.
+  // encoding anything, so that a bad message leaves no trace. (Whether a
+  // step's mode agrees with what other writers stored is the Committer's to
+  // check: it owns that state.)
   //
   // Which records rewrite a committed step depends on the message order (a
   // record of a higher step commits the steps before it).
@@ -307,11 +333,11 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatc
     const v1::TensorRecord& first = records[order[k]];
     const StepInfo info{first.mode(), first.mode_step()};
     const auto mismatch = [&](const StepInfo& other, const v1::TensorRecord& r) {
-      return MakeError(Reason::kConflict,
-                       absl::StrCat("step ", r.step(), " of trial '", trial_->name(), "' is ",
-                                    ModeName(other.mode), " step ", other.mode_step, "; tensor '",
-                                    r.name(), "' says ", ModeName(r.mode()), " step ",
-                                    r.mode_step()));
+      return MakeError(
+          Reason::kConflict,
+          absl::StrCat("step ", r.step(), " of trial '", trial_->name(), "' is ",
+                       ModeName(other.mode), " step ", other.mode_step, "; tensor '", r.name(),
+                       "' says ", ModeName(r.mode()), " step ", r.mode_step()));
     };
     int end = k + 1;
     for (; end < n && records[order[end]].step() == first.step(); ++end) {
@@ -321,10 +347,6 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatc
                                 " in one message"));
       }
       if (r.mode() != info.mode || r.mode_step() != info.mode_step) return mismatch(info, r);
-    }
-    auto known = trial_->GetStep(first.step());
-    if (known.has_value() && (known->mode != info.mode || known->mode_step != info.mode_step)) {
-      return mismatch(*known, first);
     }
     k = end;
   }

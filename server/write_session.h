@@ -1,12 +1,17 @@
 // WriteSession: the protocol state of one Push stream.
 //
 // It checks each PushRequest (Open first, increasing seq, valid names,
-// dtypes, shapes, sizes and modes, chunk continuity, no rewriting of steps
-// this worker already committed unless byte-for-byte identical, which makes
-// a writer's resend after a reconnect harmless), encodes the records of a
+// dtypes, shapes, sizes and modes, one mode per step within a message, chunk
+// continuity, no rewriting of steps this worker already committed unless
+// byte-for-byte identical, which makes a writer's resend after a reconnect
+// harmless), encodes the records of a
 // good message into one batch (record blocks and large values together, so
-// a crash leaves all or nothing; layout in server/stored_record.h), and returns it as a PendingWrite. A bad message
-// yields an error and nothing from it is written.
+// a crash leaves all or nothing; layout in server/stored_record.h), and returns it as a
+// PendingWrite. A bad message yields an error and nothing from it is written. What other streams
+// share (a step's mode, the trial's workers) is checked by the Committer, which owns it. One
+// (trial, worker) has at most one live session: a second Open is refused (UNAVAILABLE, so that a
+// writer reconnecting before the server saw its old stream end retries) until the first session is
+// destroyed.
 //
 // Thread safety: none; one stream uses it from one thread at a time.
 #ifndef TENSORKEEP_SERVER_WRITE_SESSION_H_
@@ -26,12 +31,20 @@ namespace tensorkeep {
 class WriteSession {
  public:
   // `collector` is not owned and must outlive the session.
-  explicit WriteSession(Collector* collector) : collector_(collector) {}
+  explicit WriteSession(Collector* collector);
+  // Releases the (trial, worker) for another session.
+  ~WriteSession();
+  WriteSession(const WriteSession&) = delete;
+  WriteSession& operator=(const WriteSession&) = delete;
 
   struct Outcome {
     std::optional<PendingWrite> write;  // to submit; none for Flush or a partial chunk
-    bool wants_ack = false;             // Flush/Close: ack once all before is durable
-    bool closes = false;                // Close: the stream is done
+    // The seq of the first message whose data `write` carries: a record
+    // completed by Chunk messages started several messages earlier. No ack
+    // may cover it before `write` is durable.
+    uint64_t first_seq = 0;
+    bool wants_ack = false;  // Flush/Close: ack once all before is durable
+    bool closes = false;     // Close: the stream is done
   };
   // Consumes `request` (its data may be moved out).
   absl::StatusOr<Outcome> Handle(v1::PushRequest& request);
@@ -41,8 +54,12 @@ class WriteSession {
   const std::string& worker() const { return worker_; }
   // This worker's highest committed step as the session knows it.
   int64_t committed() const { return committed_; }
+  // The seq of the message that started a record still waiting for Chunk
+  // messages (0: none): no ack may cover it yet.
+  uint64_t partial_from() const { return partial_from_; }
 
  private:
+  absl::StatusOr<Outcome> HandleKind(v1::PushRequest& request);
   absl::StatusOr<Outcome> HandleOpen(const v1::Open& open);
   absl::StatusOr<Outcome> HandleRecords(v1::RecordBatch& batch);
   absl::Status ValidateRecord(const v1::TensorRecord& record, bool complete) const;
@@ -56,6 +73,8 @@ class WriteSession {
   PendingWrite NewWrite() const;
 
   Collector* const collector_;
+  const std::shared_ptr<WriteStream> stream_;
+  bool registered_ = false;  // holds the (trial, worker) in the collector
   std::shared_ptr<Trial> trial_;
   std::string worker_;
   uint32_t num_workers_ = 1;
@@ -65,6 +84,7 @@ class WriteSession {
   bool closed_ = false;
   // A record batch whose last record still waits for Chunk messages.
   std::optional<v1::RecordBatch> partial_;
+  uint64_t partial_from_ = 0;
 };
 
 }  // namespace tensorkeep

@@ -27,7 +27,8 @@ def test_identical_rewrite_of_a_committed_step_is_a_no_op(trial_url):
     w.write_tensor("x", a, step=0)
     w.end_step(0)
     w.flush()
-    w2 = Writer(trial_url)  # same worker: a restarted process resending
+    w.close(end_of_training=False)  # the process dies and is restarted
+    w2 = Writer(trial_url)  # same worker: the restarted process resending
     w2.write_tensor("x", a, step=0)
     w2.end_step(0)
     w2.flush()
@@ -35,7 +36,6 @@ def test_identical_rewrite_of_a_committed_step_is_a_no_op(trial_url):
     t = create_trial(trial_url)
     assert t.tensor("x").workers(0) == ["worker_0"]
     assert np.array_equal(t.tensor("x").value(0), a)
-    w.close()
 
 
 def test_rewriting_a_committed_step_with_other_data_is_a_conflict(trial_url):
@@ -43,6 +43,7 @@ def test_rewriting_a_committed_step_with_other_data_is_a_conflict(trial_url):
     w.write_tensor("x", np.zeros(2, np.float32), step=0)
     w.end_step(0)
     w.flush()
+    w.close(end_of_training=False)
     w2 = Writer(trial_url)
     w2.write_tensor("x", np.ones(2, np.float32), step=0)
     with pytest.raises(Conflict):

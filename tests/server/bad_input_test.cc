@@ -146,7 +146,9 @@ TEST_F(BadInputTest, RejectsRewritingACommittedStepWithOtherDataButAcceptsAnIden
   EXPECT_THAT(s.error_message(), HasSubstr("already committed step 0"));
   ExpectUnharmed("");
   // A writer resending what it already wrote (after a reconnect) is fine.
-  s = Push({Records({good_})}, true, &reason);
+  v1::PushRequest close;
+  close.mutable_close();
+  s = Push({Records({good_}), close}, true, &reason);
   EXPECT_TRUE(s.ok()) << s.error_message();
   ExpectUnharmed("");
 }
