@@ -23,7 +23,6 @@ case "${1:-}" in
   *) SECONDS_PER_TARGET=$1 ;;
 esac
 
-CLANG=${TK_FUZZ_CC:-clang}
 CLANGXX=${TK_FUZZ_CXX:-clang++}
 skip() {
   echo "fuzz.sh: SKIPPED, NOT RUN: $*" >&2
@@ -41,7 +40,7 @@ printf '#include <cstddef>\n#include <cstdint>\nextern "C" int LLVMFuzzerTestOne
 
 # TK_SANITIZE: -fsanitize=address,undefined on every target. fuzzer-no-link:
 # coverage for libFuzzer in the libraries too; the fuzzers link libFuzzer.
-cmake -S . -B "$BUILD_DIR" -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_CXX_COMPILER="$CLANGXX" \
+cmake -S . -B "$BUILD_DIR" -DCMAKE_CXX_COMPILER="$CLANGXX" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_FUZZ=ON -DTK_SANITIZE=ON -DTK_BUILD_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" \
   -DTK_FUZZ_SECONDS="$SECONDS_PER_TARGET" >/dev/null
