@@ -217,7 +217,8 @@ std::shared_ptr<Trial> Collector::GetOrCreateTrial(const std::string& name) {
   return slot;
 }
 
-absl::Status Collector::ClaimWriter(const std::string& trial, const std::string& worker) {
+absl::StatusOr<uint64_t> Collector::ClaimWriter(const std::string& trial,
+                                                const std::string& worker) {
   absl::MutexLock lock(&mu_);
   if (writers_.count({trial, worker}) != 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -227,17 +228,20 @@ absl::Status Collector::ClaimWriter(const std::string& trial, const std::string&
         "after a dropped stream gets in once the collector has seen the old stream end"));
   }
   if (writers_.size() >= options_.max_push_streams) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the collector has ", writers_.size(), " live Push streams, its limit: retry later, or "
-        "raise tensorkeep-server --max-push-streams"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the collector has ", writers_.size(),
+                     " live Push streams, its limit: retry later, or "
+                     "raise tensorkeep-server --max-push-streams"));
   }
-  writers_.emplace(trial, worker);
-  return absl::OkStatus();
+  const uint64_t id = next_claim_++;
+  writers_.emplace(std::make_pair(trial, worker), id);
+  return id;
 }
 
-void Collector::ReleaseWriter(const std::string& trial, const std::string& worker) {
+void Collector::ReleaseWriter(const std::string& trial, const std::string& worker, uint64_t id) {
   absl::MutexLock lock(&mu_);
-  writers_.erase({trial, worker});
+  auto it = writers_.find({trial, worker});
+  if (it != writers_.end() && it->second == id) writers_.erase(it);
 }
 
 std::vector<std::shared_ptr<Trial>> Collector::Trials() const {
@@ -258,13 +262,12 @@ absl::Status ReductionsOnly(const std::string& tensor, uint64_t step) {
 }  // namespace
 
 absl::StatusOr<std::optional<Collector::Value>> Collector::FindRecord(
-    const Trial& trial, uint64_t step, const std::string& worker,
-    const std::string& tensor) const {
+    const Trial& trial, uint64_t step, const std::string& worker, const std::string& tensor) const {
   for (uint64_t id : trial.BlocksFor(step, worker, tensor)) {
     TK_ASSIGN_OR_RETURN(auto bytes, store_->Get(BlockKey(trial.name(), step, worker, id)));
     if (!bytes.has_value()) {
-      return absl::InternalError(absl::StrCat("record block ", id, " of step ", step,
-                                              " is missing from the store"));
+      return absl::InternalError(
+          absl::StrCat("record block ", id, " of step ", step, " is missing from the store"));
     }
     TK_ASSIGN_OR_RETURN(RecordBlock block, RecordBlock::Parse(*bytes));
     auto entry = block.Find(tensor);
@@ -306,8 +309,8 @@ std::string LargeValueKey(const Trial& trial, const Collector::Value& value) {
 absl::Status CheckSize(const Collector::Value& value, size_t size) {
   if (size == value.meta.value_size()) return absl::OkStatus();
   return absl::DataLossError(absl::StrCat("value of tensor '", value.meta.name(), "' at step ",
-                                          value.where.global_step, " is truncated: ", size,
-                                          " of ", value.meta.value_size(), " bytes"));
+                                          value.where.global_step, " is truncated: ", size, " of ",
+                                          value.meta.value_size(), " bytes"));
 }
 
 }  // namespace
@@ -362,8 +365,7 @@ absl::Status Collector::WithValue(
   return fn(absl::Span<const char>(bytes->data(), bytes->size()));
 }
 
-absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial,
-                                                      const std::string& tensor,
+absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial, const std::string& tensor,
                                                       const Trial::Located& where) const {
   TK_ASSIGN_OR_RETURN(Value value, ReadRecord(trial, tensor, where));
   TK_RETURN_IF_ERROR(LoadValue(trial, &value));
@@ -443,7 +445,8 @@ absl::StatusOr<v1::HistogramResponse> Collector::Histogram(
   TK_ASSIGN_OR_RETURN(Value value, ReadRecord(*trial, request.tensor().tensor(), where));
   std::optional<std::pair<double, double>> range;
   if (request.has_range()) range = std::make_pair(request.range_min(), request.range_max());
-  const int bins = request.bins() == 0 ? 30 : static_cast<int>(std::min<uint32_t>(request.bins(), 1u << 30));
+  const int bins =
+      request.bins() == 0 ? 30 : static_cast<int>(std::min<uint32_t>(request.bins(), 1u << 30));
   absl::StatusOr<tensorkeep::Histogram> h;
   TK_RETURN_IF_ERROR(WithValue(*trial, value, [&](absl::Span<const char> data) {
     h = ComputeHistogram(static_cast<DType>(value.meta.dtype()), data, bins, range);

@@ -12,16 +12,16 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/committer.h"
 #include "server/trial.h"
@@ -61,12 +61,14 @@ class Collector {
   std::shared_ptr<Trial> GetOrCreateTrial(const std::string& name);
   std::vector<std::shared_ptr<Trial>> Trials() const;
 
-  // Claims (trial, worker) for one Push stream until ReleaseWriter. Fails
-  // with Unavailable while another live stream holds it (its message says
-  // why and what to do), and with ResourceExhausted when max_push_streams
-  // streams write already.
-  absl::Status ClaimWriter(const std::string& trial, const std::string& worker);
-  void ReleaseWriter(const std::string& trial, const std::string& worker);
+  // Claims (trial, worker) for one Push stream until ReleaseWriter, and
+  // returns the claim's id. Fails with Unavailable while another live stream
+  // holds it (its message says why and what to do), and with
+  // ResourceExhausted when max_push_streams streams write already.
+  absl::StatusOr<uint64_t> ClaimWriter(const std::string& trial, const std::string& worker);
+  // Releases the claim `id` (nothing if it was released already, so a late
+  // release never drops a newer stream's claim).
+  void ReleaseWriter(const std::string& trial, const std::string& worker, uint64_t id);
 
   // Queues a durable write (see Committer).
   void Submit(PendingWrite write) { committer_->Submit(std::move(write)); }
@@ -129,7 +131,9 @@ class Collector {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Trial>> trials_ ABSL_GUARDED_BY(mu_);
-  std::set<std::pair<std::string, std::string>> writers_ ABSL_GUARDED_BY(mu_);
+  // Live Push streams: (trial, worker) -> claim id.
+  std::map<std::pair<std::string, std::string>, uint64_t> writers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_claim_ ABSL_GUARDED_BY(mu_) = 1;
 
   mutable ValueCache value_cache_;
   std::atomic<uint64_t> next_block_id_{1};

@@ -110,8 +110,10 @@ void PushReactor::OnReadDone(bool ok) {
       }
       if (outcome->write.has_value()) {
         const uint64_t first = outcome->first_seq;
-        inflight_.push_back(first);
         PendingWrite& w = *outcome->write;
+        const size_t bytes = 64 + (w.batch != nullptr ? w.batch->ApproximateSize() : 0);
+        inflight_.push_back(Inflight{first, bytes});
+        inflight_bytes_ += bytes;
         w.done = [this, first](const absl::Status& s) { OnCommitted(first, s); };
         collector_->Submit(std::move(w));
       }
@@ -125,7 +127,10 @@ void PushReactor::OnCommitted(uint64_t seq, const absl::Status& status) {
   Actions action;
   {
     absl::MutexLock lock(&mu_);
-    if (!inflight_.empty() && inflight_.front() == seq) inflight_.pop_front();
+    if (!inflight_.empty() && inflight_.front().first_seq == seq) {
+      inflight_bytes_ -= inflight_.front().bytes;
+      inflight_.pop_front();
+    }
     if (!status.ok()) {
       // Nothing from this message on is acknowledged: the committer fails
       // the stream's later writes unwritten, and the writer resends them.
@@ -164,7 +169,7 @@ void PushReactor::OnWriteDone(bool ok) {
 }
 
 uint64_t PushReactor::AckableLocked() const {
-  uint64_t acked = inflight_.empty() ? last_seq_ : inflight_.front() - 1;
+  uint64_t acked = inflight_.empty() ? last_seq_ : inflight_.front().first_seq - 1;
   // A record still waiting for its Chunk messages is only in memory.
   if (partial_from_ != 0) acked = std::min(acked, partial_from_ - 1);
   return std::min(acked, ack_limit_);
@@ -213,8 +218,9 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
     }
     return a;
   }
-  if (!reading_ && inflight_.size() < kMaxInflightPerStream &&
-      (inflight_.empty() || collector_->queued_bytes() < kQueueBudget)) {
+  if (!reading_ && (inflight_.empty() || (inflight_bytes_ < kStreamWindowBytes &&
+                                          inflight_.size() < kMaxInflightMessages &&
+                                          collector_->queued_bytes() < kQueueBudget))) {
     reading_ = true;
     a.read = true;
   }
@@ -229,7 +235,12 @@ void PushReactor::Act(const Actions& a) {
     StartWrite(&response_);  // response_ is not touched again until OnWriteDone
     return;
   }
-  if (a.finish) Finish(ToGrpcStatus(a.status, context_));
+  if (a.finish) {
+    // Before the client can see the end: a writer that reconnects at once
+    // must find its worker free.
+    session_.ReleaseWriter();
+    Finish(ToGrpcStatus(a.status, context_));
+  }
 }
 
 }  // namespace tensorkeep

@@ -6,10 +6,11 @@
 // it whole; after a failed write nothing from its message on is acknowledged.
 //
 // Reads a message, lets its WriteSession check and encode it, hands the
-// batch to the committer and reads on — but at most two messages of a stream
-// wait for the committer at a time, and none while the committer's queue is
-// over budget (unless the stream has nothing in flight), so a fast writer
-// is slowed rather than buffered: memory stays bounded. Acks are cumulative
+// batch to the committer and reads on — while the stream's writes waiting
+// for the committer stay within a byte window (kStreamWindowBytes), and not
+// while the committer's queue is over budget (unless the stream has nothing
+// in flight), so a fast writer is slowed rather than buffered: memory stays
+// bounded. Acks are cumulative
 // (acked_seq: every message with seq <= it is durable) and coalesced while a
 // write to the client is in progress. A bad message ends the stream with its
 // error after the earlier messages are durable and acknowledged.
@@ -38,7 +39,12 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
  public:
   // Committer queue size above which streams with a write in flight pause.
   static constexpr size_t kQueueBudget = 64u << 20;
-  static constexpr size_t kMaxInflightPerStream = 2;
+  // A stream reads on while its writes waiting for the committer hold less
+  // than this many bytes and number fewer than kMaxInflightMessages: many
+  // small messages (a step's tensors, then EndStep, step after step) are in
+  // flight at once instead of one round trip to the disk per message.
+  static constexpr size_t kStreamWindowBytes = 8u << 20;
+  static constexpr size_t kMaxInflightMessages = 256;
 
   // `active` (not owned) counts live Push reactors: incremented here,
   // decremented in OnDone.
@@ -92,8 +98,14 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
 
   absl::Mutex mu_;
   v1::PushResponse response_ ABSL_GUARDED_BY(mu_);
-  // The first seq each write waiting for the committer carries data of.
-  std::deque<uint64_t> inflight_ ABSL_GUARDED_BY(mu_);
+  // The writes waiting for the committer: the first seq each carries data
+  // of, and its bytes.
+  struct Inflight {
+    uint64_t first_seq;
+    size_t bytes;
+  };
+  std::deque<Inflight> inflight_ ABSL_GUARDED_BY(mu_);
+  size_t inflight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Seq of the message that started a record still waiting for chunks (0: none).
   uint64_t partial_from_ ABSL_GUARDED_BY(mu_) = 0;
   // Acks never go beyond this: the message after it failed to be stored.

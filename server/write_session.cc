@@ -22,8 +22,10 @@ absl::Status Bad(absl::string_view message) { return MakeError(Reason::kBadReque
 WriteSession::WriteSession(Collector* collector)
     : collector_(collector), stream_(std::make_shared<WriteStream>()) {}
 
-WriteSession::~WriteSession() {
-  if (registered_) collector_->ReleaseWriter(trial_->name(), worker_);
+WriteSession::~WriteSession() { ReleaseWriter(); }
+
+void WriteSession::ReleaseWriter() {
+  if (claim_ != 0) collector_->ReleaseWriter(trial_->name(), worker_, claim_);
 }
 
 PendingWrite WriteSession::NewWrite() const {
@@ -122,10 +124,10 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
     return Bad(absl::StrCat("num_workers must be between 1 and ", kMaxWorkers, ", got ",
                             open.num_workers()));
   }
-  TK_RETURN_IF_ERROR(collector_->ClaimWriter(open.trial(), open.worker()));
-  registered_ = true;
+  TK_ASSIGN_OR_RETURN(const uint64_t claim, collector_->ClaimWriter(open.trial(), open.worker()));
   trial_ = collector_->GetOrCreateTrial(open.trial());
   worker_ = open.worker();
+  claim_ = claim;
   num_workers_ = open.num_workers();
   committed_ = trial_->CommittedThrough(worker_);
   current_step_ = committed_;

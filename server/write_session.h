@@ -32,8 +32,12 @@ class WriteSession {
  public:
   // `collector` is not owned and must outlive the session.
   explicit WriteSession(Collector* collector);
-  // Releases the (trial, worker) for another session.
+  // Releases the (trial, worker) for another session (ReleaseWriter).
   ~WriteSession();
+  // Releases the (trial, worker) for another session now: the stream takes
+  // no more messages. Thread-safe against a concurrent Handle (it reads only
+  // what Open set, before the caller decided to finish).
+  void ReleaseWriter();
   WriteSession(const WriteSession&) = delete;
   WriteSession& operator=(const WriteSession&) = delete;
 
@@ -74,7 +78,7 @@ class WriteSession {
 
   Collector* const collector_;
   const std::shared_ptr<WriteStream> stream_;
-  bool registered_ = false;  // holds the (trial, worker) in the collector
+  uint64_t claim_ = 0;  // the (trial, worker) claim in the collector; 0: none
   std::shared_ptr<Trial> trial_;
   std::string worker_;
   uint32_t num_workers_ = 1;
