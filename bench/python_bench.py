@@ -10,6 +10,9 @@
    smdebug's writer needs 2.2-2.7 s for on local disk on the reference machine.
 2. read: ``create_trial`` + ``tensor_names()`` + ``Tensor.values()`` of every
    tensor, checking that every value came back intact (smdebug: about 0.55 s).
+3. push with end_step: the push of 1. into a second trial with ``end_step(step)``
+   after every step, as the PyTorch hook does (issue 11 measured 0.43-0.49 s for
+   the default workload where the push without end_step takes 0.11 s).
 
 Prints one JSON object of numbers as its last line (tensorkeep-bench parses it).
 """
@@ -81,8 +84,24 @@ def main() -> int:
             print(f"python_bench: values() of {name} differ from what was written", file=sys.stderr)
             return 1
 
+    # 3. The same push with end_step after every step, into a trial of its own.
+    settle()
+    t2 = time.perf_counter()
+    writer = Writer(url + "-es", worker="worker_0", num_workers=1)
+    for step in range(args.steps):
+        for name, value in zip(names, values):
+            writer.write_tensor(name, value, step=step, mode=modes.TRAIN)
+        writer.end_step(step)
+    writer.close(end_of_training=True)
+    push_end_step_s = time.perf_counter() - t2
+    steps_back = create_trial(url + "-es").steps()
+    if steps_back != list(range(args.steps)):
+        print(f"python_bench: the end_step trial has {len(steps_back)} steps", file=sys.stderr)
+        return 1
+
     print(json.dumps({
         "settle_s": settle_s,
+        "push_end_step_s": push_end_step_s,
         "push_s": push_s,
         "push_MBps": total_bytes / push_s / 1e6,
         "read_s": read_s,

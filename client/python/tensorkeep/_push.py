@@ -407,7 +407,16 @@ class PushStream:
 
     def _take_batch(self) -> List[tuple]:
         """Pops the next message's worth of items (requires _lock): consecutive
-        records up to MAX_BATCH_BYTES on the wire, or one control item."""
+        records up to MAX_BATCH_BYTES on the wire, or one control item.
+
+        Whole queued steps are coalesced: after a step's records and its
+        end_step, the next step's records join the message when that step's
+        end_step is queued too (a step still being written is never sent
+        early), and the last end_step follows the records as one EndStep. The
+        collector's outcome is the same: a record of a later step commits the
+        steps before it, and end_step(s) every step <= s. A writer that fell
+        behind then sends many small steps as one message and one EndStep, not
+        two messages a step."""
         q = self._queue
         first = q.popleft()
         if first[0] != _REC:
@@ -423,6 +432,25 @@ class PushStream:
                 break
             items.append(q.popleft())
             size += n
+        end_step, ends = -1, 0
+        while q and q[0][0] == _END and size <= MAX_BATCH_BYTES:
+            end_step = max(end_step, q.popleft()[1])
+            ends += 1
+            self._queued_controls -= 1
+            # The next step's records: only all of them, with their end_step queued.
+            k, extra = 0, 0
+            for item in q:
+                if item[0] != _REC:
+                    break
+                extra += _wire_size(item)
+                k += 1
+            if k == 0 or k >= len(q) or q[k][0] != _END or size + extra > MAX_BATCH_BYTES:
+                continue  # (a following end_step is still taken; records are not)
+            for _ in range(k):
+                items.append(q.popleft())
+            size += extra
+        if ends:
+            items.append((_END, end_step, ends))  # (kind, step, end_steps it stands for)
         if not q:
             self._send_all = False
         return items
@@ -438,6 +466,11 @@ class PushStream:
             return [_Pending(_FLUSH, [_wire.flush_message()], 0, seq, ticket=items[0][1])]
         if kind == _CLOSE:
             return [_Pending(_CLOSE, [_wire.close_message(items[0][1])], 0, seq)]
+        # Coalesced end_steps (see _take_batch) follow the records: one EndStep
+        # carrying the queued bytes of every end_step it stands for.
+        end = None
+        if items[-1][0] == _END:
+            end = items.pop()
         out: List[_Pending] = []
         first = items[0]
         nbytes_of = lambda it: len(it[1]) + len(it[3]) + len(it[4]) + _RECORD_OVERHEAD  # noqa: E731
@@ -459,6 +492,8 @@ class PushStream:
                 n += _wire.record_parts(it[1], it[2], it[3], len(it[3]), it[4], parts)
                 nbytes += nbytes_of(it)
             out.append(_Pending(_REC, _wire.records_message(parts, n), nbytes, seq))
+        if end is not None:
+            out.append(_Pending(_END, [_wire.end_step_message(end[1])], _RECORD_OVERHEAD * end[2], seq + len(out)))
         self._unflushed_bytes += sum(p.nbytes for p in out)
         if self._unflushed_bytes >= min(_AUTO_FLUSH_BYTES, self.max_queue_bytes // 2):
             self._unflushed_bytes = 0
