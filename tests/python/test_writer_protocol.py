@@ -286,3 +286,46 @@ def test_a_writer_left_open_sends_its_data_at_exit(fake, tmp_path):
     assert out.returncode == 0, out.stderr
     assert len(fake.servicer.records) == 20
     assert fake.servicer.closes == [False]
+
+
+def test_whole_queued_steps_are_coalesced_into_one_message_and_one_end_step(fake, monkeypatch):
+    # A writer that fell behind must not send two messages a step: complete
+    # queued steps go as one RecordBatch and one EndStep, with the same outcome
+    # (every step committed, every record). The sending side is made busy by
+    # a slow build of one message while 50 steps queue.
+    slow = threading.Event()
+    real = _push._wire.records_message
+
+    def records_message(*args, **kwargs):
+        if slow.is_set():
+            slow.clear()
+            time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_push._wire, "records_message", records_message)
+    w = Writer(fake.url("t"))
+    w.write_tensor("warmup", np.zeros(1, np.float32), step=0)
+    w.end_step(0)
+    w.flush()
+    before_msgs, before_ends = len(fake.servicer.record_messages), len(fake.servicer.end_steps)
+    slow.set()
+    for step in range(1, 51):
+        for i in range(3):
+            w.write_tensor(f"t{i}", np.full(100, step, np.float32), step=step)
+        w.end_step(step)
+    w.flush()
+    record_msgs = fake.servicer.record_messages[before_msgs:]
+    ends = fake.servicer.end_steps[before_ends:]
+    assert sum(n for _, n in record_msgs) == 150
+    assert len(record_msgs) <= 3, f"{len(record_msgs)} record messages for 50 queued steps"
+    assert ends[-1] == 50 and len(ends) <= 3
+    for step in range(1, 51):
+        assert np.array_equal(arrays_of(fake, "t2")[step], np.full(100, step, np.float32))
+    # A step still being written is never sent early.
+    slow.set()
+    w.write_tensor("t0", np.zeros(1, np.float32), step=51)
+    w.end_step(51)
+    w.write_tensor("t0", np.zeros(1, np.float32), step=52)  # step 52 is not ended
+    w.flush()
+    assert fake.servicer.end_steps[-1] == 51
+    w.close()
