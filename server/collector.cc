@@ -18,7 +18,12 @@
 namespace tensorkeep {
 
 Collector::Collector(const CollectorOptions& options, TensorStore* store)
-    : options_(options), store_(store), value_cache_(options.value_cache_bytes) {}
+    : options_(options),
+      store_(store),
+      memory_(options.memory_budget_bytes),
+      cache_memory_(
+          memory_.Hold(std::min(options.value_cache_bytes, options.memory_budget_bytes / 4))),
+      value_cache_(cache_memory_.bytes()) {}
 
 Collector::~Collector() { committer_.reset(); }
 

@@ -24,6 +24,7 @@
 #include "absl/types/span.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/committer.h"
+#include "server/memory_budget.h"
 #include "server/trial.h"
 #include "server/value_cache.h"
 #include "storage/tensor_store.h"
@@ -41,6 +42,11 @@ struct CollectorOptions {
   size_t value_cache_bytes = 128u << 20;
   // Live Push streams (one per writing worker) accepted at once.
   size_t max_push_streams = 4096;
+  // The one budget of memory clients can make the collector hold
+  // (server/memory_budget.h): records waiting for their chunks, batches
+  // queued for the committer, and the value cache (which gets at most a
+  // quarter of it).
+  size_t memory_budget_bytes = size_t{1} << 30;
 };
 
 class Collector {
@@ -52,6 +58,7 @@ class Collector {
   ~Collector();
 
   const CollectorOptions& options() const { return options_; }
+  MemoryBudget* memory() { return &memory_; }
   TensorStore* store() const { return store_; }
 
   // The trial, or TrialNotFound.
@@ -135,6 +142,8 @@ class Collector {
   std::map<std::pair<std::string, std::string>, uint64_t> writers_ ABSL_GUARDED_BY(mu_);
   uint64_t next_claim_ ABSL_GUARDED_BY(mu_) = 1;
 
+  MemoryBudget memory_;
+  MemoryBudget::Reservation cache_memory_;  // the value cache's share
   mutable ValueCache value_cache_;
   std::atomic<uint64_t> next_block_id_{1};
   std::unique_ptr<Committer> committer_;

@@ -1,11 +1,13 @@
 #include "server/collector_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "grpc/grpc.h"
 #include "base/status_macros.h"
+#include "grpc/grpc.h"
+#include "proto/limits.pb.h"
 #include "spdlog/spdlog.h"
 
 namespace tensorkeep {
@@ -16,9 +18,9 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   TK_ASSIGN_OR_RETURN(s->store_, LevelDbTensorStore::Open(options.store));
   auto collector = Collector::Create(options.collector, s->store_.get());
   if (!collector.ok()) {
-    return absl::Status(collector.status().code(),
-                        absl::StrCat("data directory ", options.store.path, ": ",
-                                     collector.status().message()));
+    return absl::Status(
+        collector.status().code(),
+        absl::StrCat("data directory ", options.store.path, ": ", collector.status().message()));
   }
   s->collector_ = std::move(*collector);
   s->service_ = std::make_unique<TensorKeepService>(s->collector_.get());
@@ -47,7 +49,10 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30 * 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // Values beyond one message come in chunks: a client cannot make gRPC
+  // hold more than this for one message (proto/limits.proto).
+  builder.SetMaxReceiveMessageSize(
+      std::min<int>(options.max_message_bytes, v1::MAX_PUSH_MESSAGE_BYTES));
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   if (options.grpc_memory_bytes > 0) {
     grpc::ResourceQuota quota("tensorkeep-server");
@@ -56,8 +61,8 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   }
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
-                                               " (address in use or not available?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen, " (address in use or not available?)"));
   }
   s->address_ = absl::StrCat(options.listen.substr(0, colon), ":", s->port_);
   return s;

@@ -41,6 +41,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/memory_budget.h"
 #include "server/trial.h"
 #include "storage/stored.pb.h"
 #include "storage/tensor_store.h"
@@ -60,6 +61,8 @@ struct PendingWrite {
   TrialUpdate update;
   // The stream the write belongs to; null for a write of its own.
   std::shared_ptr<WriteStream> stream;
+  // The write's share of the memory budget, released once it is done.
+  MemoryBudget::Reservation memory;
   // Called once the write is durable and applied (OK), or failed.
   std::function<void(const absl::Status&)> done;
 };

@@ -24,7 +24,8 @@ constexpr char kDefaultListen[] = "127.0.0.1:7077";
 
 constexpr char kUsage[] =
     "usage: tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]\n"
-    "                         [--value-cache-mb N] [--log-level trace|debug|info|warn|error]\n"
+    "                         [--value-cache-mb N] [--memory-budget-mb N]\n"
+    "                         [--max-push-streams N] [--log-level trace|debug|info|warn|error]\n"
     "\n"
     "  --listen HOST:PORT  address to serve on (default 127.0.0.1:7077; port 0 picks a\n"
     "                      free port). The first line on stdout is `listening on HOST:PORT`.\n"
@@ -34,7 +35,13 @@ constexpr char kUsage[] =
     "                      without it acknowledged writes survive a crash of the server)\n"
     "  --value-cache-mb N  memory for large values kept after a reduction or histogram\n"
     "                      read them, so that the next reduction of the same tensor does\n"
-    "                      not read it again (default 128; 0 disables)\n"
+    "                      not read it again (default 128, at most a quarter of the\n"
+    "                      memory budget; 0 disables)\n"
+    "  --memory-budget-mb N  memory clients can make the collector hold: records waiting\n"
+    "                      for their chunks, batches queued for the disk, the value cache\n"
+    "                      (default 1024). Writers are slowed when it is in use, and a\n"
+    "                      tensor larger than half of it is refused\n"
+    "  --max-push-streams N  writers (Push streams) accepted at once (default 4096)\n"
     "  --log-level L       log verbosity on stderr (default info)\n";
 
 std::string DefaultDataDir() {
@@ -82,6 +89,18 @@ int main(int argc, char** argv) {
         return Usage("--value-cache-mb needs a number of MiB (0 to disable)");
       }
       options.collector.value_cache_bytes = static_cast<size_t>(mb) << 20;
+    } else if (arg == "--memory-budget-mb" || arg == "--max-push-streams") {
+      const char* v = value(arg.c_str());
+      char* end = nullptr;
+      const unsigned long long n = v == nullptr ? 0 : std::strtoull(v, &end, 10);
+      if (v == nullptr || *v == '\0' || *end != '\0' || n == 0 || n > (1ull << 30)) {
+        return Usage(arg + " needs a positive number");
+      }
+      if (arg == "--memory-budget-mb") {
+        options.collector.memory_budget_bytes = static_cast<size_t>(n) << 20;
+      } else {
+        options.collector.max_push_streams = static_cast<size_t>(n);
+      }
     } else if (arg == "--log-level") {
       const char* v = value("--log-level");
       if (v == nullptr) return Usage("--log-level needs a level");

@@ -112,6 +112,7 @@ void PushReactor::OnReadDone(bool ok) {
         const uint64_t first = outcome->first_seq;
         PendingWrite& w = *outcome->write;
         const size_t bytes = 64 + (w.batch != nullptr ? w.batch->ApproximateSize() : 0);
+        w.memory = collector_->memory()->Hold(bytes);
         inflight_.push_back(Inflight{first, bytes});
         inflight_bytes_ += bytes;
         w.done = [this, first](const absl::Status& s) { OnCommitted(first, s); };
@@ -218,9 +219,10 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
     }
     return a;
   }
-  if (!reading_ && (inflight_.empty() || (inflight_bytes_ < kStreamWindowBytes &&
-                                          inflight_.size() < kMaxInflightMessages &&
-                                          collector_->queued_bytes() < kQueueBudget))) {
+  if (!reading_ &&
+      (inflight_.empty() ||
+       (inflight_bytes_ < kStreamWindowBytes && inflight_.size() < kMaxInflightMessages &&
+        collector_->queued_bytes() < kQueueBudget && !collector_->memory()->over()))) {
     reading_ = true;
     a.read = true;
   }

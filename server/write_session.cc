@@ -76,6 +76,7 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleKind(v1::PushRequest& 
       const uint64_t first = partial_from_;
       partial_from_ = 0;
       auto out = HandleRecords(batch);
+      partial_memory_.Release();  // the write's batch holds its own share now
       if (out.ok()) out->first_seq = first;
       return out;
     }
@@ -292,6 +293,9 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatc
     TK_RETURN_IF_ERROR(ValidateRecord(batch.records(i), !(waiting && i == n - 1)));
   }
   if (waiting) {
+    TK_ASSIGN_OR_RETURN(partial_memory_,
+                        collector_->memory()->Reserve(last.value_size(),
+                                                      absl::StrCat("tensor '", last.name(), "'")));
     partial_ = std::move(batch);
     partial_from_ = last_seq_;
     // Room for the whole value at once: appending chunks to a string grown

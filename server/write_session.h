@@ -89,6 +89,7 @@ class WriteSession {
   // A record batch whose last record still waits for Chunk messages.
   std::optional<v1::RecordBatch> partial_;
   uint64_t partial_from_ = 0;
+  MemoryBudget::Reservation partial_memory_;  // room for the whole partial value
 };
 
 }  // namespace tensorkeep

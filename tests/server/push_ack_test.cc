@@ -31,6 +31,7 @@ class PushAckTest : public ::testing::Test {
     o.store.path = "/db";
     o.store.env = &env_;
     o.store.reopen_interval_seconds = 0;
+    o.collector.memory_budget_bytes = memory_budget_;
     auto s = CollectorServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
@@ -99,6 +100,7 @@ class PushAckTest : public ::testing::Test {
 
   std::unique_ptr<leveldb::Env> mem_{leveldb::NewMemEnv(leveldb::Env::Default())};
   testing::FaultEnv env_{mem_.get()};
+  size_t memory_budget_ = CollectorOptions().memory_budget_bytes;
   std::unique_ptr<CollectorServer> server_;
   std::shared_ptr<Connection> connection_;
 };
@@ -228,6 +230,76 @@ TEST_F(PushAckTest, ASecondLiveStreamForOneWorkerIsRefusedWithAClearMessage) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(status.error_message(), HasSubstr("already has a live Push stream"));
   EXPECT_TRUE(Finish(first.get()).ok());
+}
+
+// A record waiting for its chunks holds its whole size of the memory budget
+// from its first message: a client cannot grow the collector past it.
+TEST_F(PushAckTest, RecordsInTransitDrawOnTheMemoryBudget) {
+  memory_budget_ = 64 << 20;
+  ASSERT_NO_FATAL_FAILURE(Start());
+  MemoryBudget* budget = server_->collector()->memory();
+  const size_t base = budget->used();  // the value cache's share: a quarter
+  EXPECT_EQ(base, 16u << 20);
+  const auto wait_used = [&](size_t want) {
+    for (int i = 0; i < 200 && budget->used() != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return budget->used();
+  };
+  // Records of 16 MiB, each starting with 1 MiB: room for three.
+  const v1::TensorRecord full = Float32Record("big", 0, 4 << 20, 3);
+  v1::TensorRecord head = full;
+  head.set_value_size(full.data().size());
+  head.set_data(full.data().substr(0, 1 << 20));
+  std::vector<std::unique_ptr<RawStream>> held;
+  int refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto s = OpenStream("worker_" + std::to_string(i));
+    ASSERT_EQ(s->Flush(), 2u);
+    ASSERT_TRUE(s->Send(Records({head})));
+    if (i < 3) {  // admitted: its room is taken at once
+      const size_t want = base + (i + 1) * (16u << 20);
+      ASSERT_EQ(wait_used(want), want) << "record " << i << " was not admitted";
+      held.push_back(std::move(s));
+      continue;
+    }
+    ++refused;  // no room: the stream ends
+    s->stream->WritesDone();
+    grpc::Status status = s->stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("memory budget (64 MiB"));
+  }
+  EXPECT_EQ(held.size(), 3u);
+  EXPECT_EQ(refused, 3);
+  EXPECT_LE(budget->used(), budget->limit());
+  // A record larger than half the budget can never fit: said at once.
+  {
+    auto s = OpenStream("worker_big");
+    ASSERT_EQ(s->Flush(), 2u);
+    v1::TensorRecord huge = head;
+    huge.clear_shape();
+    huge.add_shape(10 << 20);
+    huge.set_value_size(40u << 20);
+    ASSERT_TRUE(s->Send(Records({huge})));
+    s->stream->WritesDone();
+    grpc::Status status = s->stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(), HasSubstr("--memory-budget-mb"));
+  }
+  // Writers that go away give their room back; a record then gets through.
+  for (auto& s : held) s->ctx.TryCancel();
+  held.clear();
+  EXPECT_EQ(wait_used(base), base);
+  auto s = OpenStream("worker_0");
+  ASSERT_EQ(s->Flush(), 2u);
+  ASSERT_TRUE(s->Send(Records({head})));
+  for (size_t off = 1 << 20; off < full.data().size(); off += 4 << 20) {
+    ASSERT_TRUE(s->Send(Chunk(full.data().substr(off, 4 << 20))));
+  }
+  EXPECT_EQ(s->Flush(), s->seq);
+  EXPECT_TRUE(Finish(s.get()).ok());
+  EXPECT_EQ(ValueOf("big", 0), full.data());
+  EXPECT_EQ(wait_used(base), base);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,16 @@ class ServerProcess {
     pid_ = -1;
     ReadStderr();
     return status;
+  }
+  pid_t pid() const { return pid_; }
+  // The process's peak resident memory (VmHWM) in bytes, 0 if unknown.
+  uint64_t PeakRssBytes() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    }
+    return 0;
   }
   void Signal(int sig) {
     if (pid_ > 0) kill(pid_, sig);
