@@ -101,8 +101,26 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
                                                        "names, e.g. one per rank)"));
     }
   }
+  size_t fresh = 0;
+  if (!u.records.empty()) {
+    // Names of this group's earlier writes are counted again if they repeat:
+    // an over-count only matters at the limit.
+    size_t held = 0;
+    fresh = write.trial->CountNewNames(u.records, &held);
+    if (fresh > 0) {
+      const size_t pending = staged->new_names[trial];
+      if (held + pending + fresh > kMaxTensorNamesPerTrial) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "trial '", trial, "' holds ", held + pending, " tensor names; ", fresh,
+            " more would pass the limit of ", kMaxTensorNamesPerTrial,
+            " names a trial (proto/limits.proto): save fewer distinct names, e.g. reduce a "
+            "tensor's name variants, or split the run into several trials"));
+      }
+    }
+  }
   absl::Status steps_ok = CheckSteps(write, *staged);
   if (!steps_ok.ok()) return steps_ok;
+  if (fresh > 0) staged->new_names[trial] += fresh;
 
   const IndexedRecord* previous = nullptr;
   for (const IndexedRecord& r : u.records) {

@@ -9,7 +9,8 @@
 //  - checks it against the state it alone changes: a global step has one
 //    (mode, mode step) and a mode step one global step, whichever worker
 //    wrote it first (CONFLICT naming both), and a trial has at most
-//    kMaxWorkers distinct workers (RESOURCE_EXHAUSTED);
+//    kMaxWorkers distinct workers and kMaxTensorNamesPerTrial tensor names
+//    (RESOURCE_EXHAUSTED);
 //  - stages the trial and worker metadata the write changes.
 // Then every accepted batch and its metadata go to the store as ONE atomic
 // write (TensorStore::WriteAll; with --sync one fsync covers the group, and
@@ -87,6 +88,7 @@ class Committer {
     std::map<std::string, storage::TrialMeta> trials;
     std::map<WorkerId, storage::WorkerMeta> workers;
     std::map<std::string, uint32_t> worker_counts;
+    std::map<std::string, size_t> new_names;  // by trial: names the group adds
     // (trial, global step) -> its mode and mode step; (trial, mode, mode step)
     // -> its global step: the steps written by the group's earlier writes.
     std::map<std::pair<std::string, uint64_t>, StepInfo> steps;

@@ -208,6 +208,19 @@ std::optional<StepInfo> Trial::GetStep(uint64_t step) const {
   return it->second;
 }
 
+size_t Trial::CountNewNames(const std::vector<IndexedRecord>& records, size_t* held) const {
+  absl::ReaderMutexLock lock(&mu_);
+  *held = tensors_.size();
+  std::vector<const std::string*> fresh;
+  for (const IndexedRecord& r : records) {
+    if (tensor_lookup_.find(r.name) == tensor_lookup_.end()) fresh.push_back(&r.name);
+  }
+  if (fresh.size() <= 1) return fresh.size();
+  std::sort(fresh.begin(), fresh.end(), [](auto* a, auto* b) { return *a < *b; });
+  return std::unique(fresh.begin(), fresh.end(), [](auto* a, auto* b) { return *a == *b; }) -
+         fresh.begin();
+}
+
 std::optional<uint64_t> Trial::FindGlobalStep(int mode, uint64_t mode_step) const {
   absl::ReaderMutexLock lock(&mu_);
   return ToGlobalLocked(mode_step, mode);
@@ -256,8 +269,7 @@ bool Trial::VisibleLocked(uint64_t global, bool show_incomplete) const {
          static_cast<int64_t>(global) <= tracker_.any_committed_through();
 }
 
-absl::StatusOr<const Trial::TensorEntry*> Trial::FindTensorLocked(
-    const std::string& tensor) const {
+absl::StatusOr<const Trial::TensorEntry*> Trial::FindTensorLocked(const std::string& tensor) const {
   auto it = tensors_.find(tensor);
   if (it == tensors_.end()) {
     return MakeError(Reason::kTensorUnavailable,
@@ -267,14 +279,11 @@ absl::StatusOr<const Trial::TensorEntry*> Trial::FindTensorLocked(
 }
 
 absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplete,
-                                                   const std::string& tensor,
-                                                   uint64_t range_begin,
+                                                   const std::string& tensor, uint64_t range_begin,
                                                    uint64_t range_end) const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<uint64_t> out;
-  auto in_range = [&](uint64_t g) {
-    return g >= range_begin && (range_end == 0 || g < range_end);
-  };
+  auto in_range = [&](uint64_t g) { return g >= range_begin && (range_end == 0 || g < range_end); };
   auto emit = [&](uint64_t g, const StepInfo& info) {
     if (!in_range(g) || !VisibleLocked(g, show_incomplete)) return;
     if (IsGlobalMode(mode)) {
@@ -287,7 +296,8 @@ absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplet
     // Visibility is a prefix of the steps: the visible global steps in range
     // are one slice of the sorted list.
     int64_t visible_through = tracker_.complete_through();
-    if (show_incomplete) visible_through = std::max(visible_through, tracker_.any_committed_through());
+    if (show_incomplete)
+      visible_through = std::max(visible_through, tracker_.any_committed_through());
     if (visible_through < 0) return out;
     uint64_t end_step = static_cast<uint64_t>(visible_through);  // inclusive
     if (range_end != 0) end_step = std::min(end_step, range_end - 1);
@@ -418,10 +428,9 @@ absl::StatusOr<StepInfo> Trial::ModeOf(uint64_t global_step) const {
   auto it = steps_.find(global_step);
   if (it == steps_.end()) {
     const StepState st = HasPassedStepLocked(global_step, kModeGlobal);
-    return MakeError(st == StepState::kNotYetAvailable ? Reason::kStepNotYetAvailable
-                                                       : Reason::kStepUnavailable,
-                     absl::StrCat("global step ", global_step, " was not saved in trial '",
-                                  name_, "'"));
+    return MakeError(
+        st == StepState::kNotYetAvailable ? Reason::kStepNotYetAvailable : Reason::kStepUnavailable,
+        absl::StrCat("global step ", global_step, " was not saved in trial '", name_, "'"));
   }
   return it->second;
 }
@@ -431,10 +440,9 @@ absl::StatusOr<uint64_t> Trial::GlobalStep(int mode, uint64_t mode_step) const {
   auto g = ToGlobalLocked(mode_step, mode);
   if (!g.has_value()) {
     const StepState st = HasPassedStepLocked(mode_step, mode);
-    return MakeError(st == StepState::kNotYetAvailable ? Reason::kStepNotYetAvailable
-                                                       : Reason::kStepUnavailable,
-                     absl::StrCat(StepText(mode_step, mode), " was not saved in trial '", name_,
-                                  "'"));
+    return MakeError(
+        st == StepState::kNotYetAvailable ? Reason::kStepNotYetAvailable : Reason::kStepUnavailable,
+        absl::StrCat(StepText(mode_step, mode), " was not saved in trial '", name_, "'"));
   }
   return *g;
 }
@@ -472,16 +480,15 @@ absl::Status Trial::StepErrorLocked(const std::string& tensor, uint64_t step, in
                                     StepText(step, mode), " in trial '", name_, "'"));
     case StepState::kUnavailable:
       return MakeError(Reason::kStepUnavailable,
-                       absl::StrCat(StepText(step, mode), " was not saved in trial '", name_,
-                                    "'"));
+                       absl::StrCat(StepText(step, mode), " was not saved in trial '", name_, "'"));
     case StepState::kNotYetAvailable:
       if (tracker_.ended()) {
         return MakeError(Reason::kNoMoreData,
                          absl::StrCat("trial '", name_, "' ended before ", StepText(step, mode)));
       }
-      return MakeError(Reason::kStepNotYetAvailable,
-                       absl::StrCat(StepText(step, mode), " is not yet available in trial '",
-                                    name_, "'"));
+      return MakeError(
+          Reason::kStepNotYetAvailable,
+          absl::StrCat(StepText(step, mode), " is not yet available in trial '", name_, "'"));
   }
   return absl::InternalError("unreachable");
 }
@@ -513,10 +520,10 @@ absl::StatusOr<Trial::Located> Trial::Locate(const std::string& tensor, uint64_t
   uint16_t chosen = ws.front();
   if (wid >= 0) {
     if (std::find(ws.begin(), ws.end(), static_cast<uint16_t>(wid)) == ws.end()) {
-      return MakeError(Reason::kTensorUnavailableForStep,
-                       absl::StrCat("tensor '", tensor, "' is not available for ",
-                                    StepText(step, mode), " from worker '", worker,
-                                    "' in trial '", name_, "'"));
+      return MakeError(
+          Reason::kTensorUnavailableForStep,
+          absl::StrCat("tensor '", tensor, "' is not available for ", StepText(step, mode),
+                       " from worker '", worker, "' in trial '", name_, "'"));
     }
     chosen = static_cast<uint16_t>(wid);
   }

@@ -65,12 +65,12 @@ struct BlockRef {
 
 // What one durable batch changed in a trial.
 struct TrialUpdate {
-  std::string worker;            // empty for trial-level updates
-  uint32_t num_workers = 0;      // declared by the writer; 0: no declaration
+  std::string worker;        // empty for trial-level updates
+  uint32_t num_workers = 0;  // declared by the writer; 0: no declaration
   std::vector<IndexedRecord> records;
-  std::vector<BlockRef> blocks;  // the blocks holding `records`
+  std::vector<BlockRef> blocks;                    // the blocks holding `records`
   int64_t committed_through = StepTracker::kNone;  // kNone: unchanged
-  bool finished = false;         // the worker closed with end-of-training
+  bool finished = false;                           // the worker closed with end-of-training
   bool end_trial = false;
   std::optional<v1::RuleStatus> rule_status;
 };
@@ -104,6 +104,9 @@ class Trial {
   // State the writer validation needs.
   int64_t CommittedThrough(const std::string& worker) const;
   std::optional<StepInfo> GetStep(uint64_t step) const;
+  // The number of tensor names the trial holds, and how many distinct names
+  // of `records` it does not hold yet.
+  size_t CountNewNames(const std::vector<IndexedRecord>& records, size_t* held) const;
   // The global step saved as (mode, mode_step), if any (mode not GLOBAL).
   std::optional<uint64_t> FindGlobalStep(int mode, uint64_t mode_step) const;
   bool ended() const;

@@ -25,6 +25,7 @@ inline constexpr size_t kMaxRank = v1::MAX_RANK;
 // Steps are 62-bit so that a negative step sent as unsigned is caught.
 inline constexpr uint64_t kMaxStep = 1ull << v1::MAX_STEP_BITS;
 inline constexpr uint32_t kMaxWorkers = v1::MAX_WORKERS;
+inline constexpr size_t kMaxTensorNamesPerTrial = v1::MAX_TENSOR_NAMES_PER_TRIAL;
 inline constexpr size_t kMaxRegexBytes = v1::MAX_REGEX_BYTES;
 inline constexpr size_t kMaxRegexes = v1::MAX_REGEXES;
 inline constexpr size_t kMaxRuleMessageBytes = v1::MAX_RULE_MESSAGE_BYTES;

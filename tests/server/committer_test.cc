@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "leveldb/helpers/memenv.h"
 #include "server/collector.h"
+#include "server/validation.h"
 #include "server/write_session.h"
 #include "storage/leveldb_tensor_store.h"
 #include "tests/server/test_server.h"
@@ -265,6 +266,33 @@ TEST_F(CommitterTest, RefusedWritesUntilTheFaultClearsThenServingAgain) {
   ASSERT_TRUE(s2.Open("t", "worker_1", 1).ok());
   ASSERT_TRUE(s2.Records({Float32Record("y", 0, 4, 3)}).ok());
   EXPECT_EQ(ValueOf("t", "y", 0, "worker_1"), Float32Record("y", 0, 4, 3).data());
+}
+
+TEST_F(CommitterTest, ATrialHoldsAtMostTheLimitOfTensorNames) {
+  Stream s(collector_.get());
+  ASSERT_TRUE(s.Open("t", "worker_0").ok());
+  // Scalars under distinct names, in messages of 10,000, up to the limit.
+  const auto scalars = [](uint64_t step, size_t from, size_t n) {
+    std::vector<v1::TensorRecord> out;
+    for (size_t i = from; i < from + n; ++i) {
+      out.push_back(Float32Record("n" + std::to_string(i), step, 1, 1));
+    }
+    return out;
+  };
+  for (size_t i = 0; i < kMaxTensorNamesPerTrial; i += 10000) {
+    ASSERT_TRUE(s.Records(scalars(0, i, 10000)).ok()) << i;
+  }
+  // Names it holds may be saved again at later steps ...
+  ASSERT_TRUE(s.Records(scalars(1, 0, 100)).ok());
+  // ... but one more name is refused, saying which limit.
+  absl::Status refused = s.Records(scalars(2, kMaxTensorNamesPerTrial, 1));
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("limit of 100000 names a trial"));
+  EXPECT_EQ(GetTrial("t")->Summary().num_tensors(), kMaxTensorNamesPerTrial);
+  // Other trials are not affected.
+  Stream other(collector_.get());
+  ASSERT_TRUE(other.Open("u", "worker_0").ok());
+  EXPECT_TRUE(other.Records(scalars(0, 0, 10)).ok());
 }
 
 // LevelDB closes a rotated log without fsync and relies on the flush of its
