@@ -268,6 +268,25 @@ TEST_F(CommitterTest, RefusedWritesUntilTheFaultClearsThenServingAgain) {
   EXPECT_EQ(ValueOf("t", "y", 0, "worker_1"), Float32Record("y", 0, 4, 3).data());
 }
 
+// Worker ids are 16-bit in the index: the 65,536th worker used to alias
+// worker 0 (whose acknowledged values then read as INTERNAL errors).
+TEST_F(CommitterTest, ATrialHoldsAtMostTheLimitOfWorkers) {
+  for (uint32_t i = 0; i < kMaxWorkers; ++i) {
+    Stream s(collector_.get());
+    ASSERT_TRUE(s.Open("t", "w" + std::to_string(i)).ok()) << i;
+    if (i == 0) ASSERT_TRUE(s.Records({Float32Record("x", 0, 4, 9)}).ok());
+  }
+  Stream one_more(collector_.get());
+  absl::Status refused = one_more.Open("t", "w" + std::to_string(kMaxWorkers));
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("the most one trial may have"));
+  // A worker it holds comes back; worker 0's value is intact.
+  Stream again(collector_.get());
+  EXPECT_TRUE(again.Open("t", "w0").ok());
+  EXPECT_EQ(ValueOf("t", "x", 0, "w0"), Float32Record("x", 0, 4, 9).data());
+  EXPECT_EQ(GetTrial("t")->Workers().size(), kMaxWorkers);
+}
+
 TEST_F(CommitterTest, ATrialHoldsAtMostTheLimitOfTensorNames) {
   Stream s(collector_.get());
   ASSERT_TRUE(s.Open("t", "worker_0").ok());
