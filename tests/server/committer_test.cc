@@ -213,15 +213,17 @@ TEST_F(CommitterTest, AFailedWriteChangesNothingInMemoryAndTheResendIsKept) {
   EXPECT_EQ(t->CommittedThrough("worker_0"), 0);
   EXPECT_FALSE(t->GetStep(1).has_value());
   s1.reset();
-  // The writer reconnects and resends; the store reopens its database first.
-  Stream s2(collector_.get());
-  ASSERT_TRUE(s2.Open("t", "worker_0").ok());
-  ASSERT_TRUE(s2.Records({Float32Record("x", 1, 4, 2)}).ok());
-  ASSERT_TRUE(s2.EndStep(1).ok());
-  for (int step = 2; step < 40; ++step) {  // more writes after the torn record
-    ASSERT_TRUE(s2.Records({Float32Record("x", step, 4, step + 1)}).ok());
+  {
+    // The writer reconnects and resends; the store reopens its database first.
+    Stream s2(collector_.get());
+    ASSERT_TRUE(s2.Open("t", "worker_0").ok());
+    ASSERT_TRUE(s2.Records({Float32Record("x", 1, 4, 2)}).ok());
+    ASSERT_TRUE(s2.EndStep(1).ok());
+    for (int step = 2; step < 40; ++step) {  // more writes after the torn record
+      ASSERT_TRUE(s2.Records({Float32Record("x", step, 4, step + 1)}).ok());
+    }
+    ASSERT_TRUE(s2.Close(true).ok());
   }
-  ASSERT_TRUE(s2.Close(true).ok());
   ASSERT_NO_FATAL_FAILURE(Restart());
   for (int step = 0; step < 40; ++step) {
     EXPECT_EQ(ValueOf("t", "x", step), Float32Record("x", step, 4, step + 1).data())
