@@ -9,8 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <fstream>
+#include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
@@ -159,6 +164,27 @@ int Subprocess::Wait(double timeout_seconds) {
     }
     usleep(10000);
   }
+}
+
+Rss ReadRss(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  Rss out;
+  while (std::getline(in, line)) {
+    uint64_t kb = 0;
+    auto parse = [&](const char* key, uint64_t* into) {
+      if (line.rfind(key, 0) != 0) return;
+      std::string rest = line.substr(std::strlen(key));
+      rest.erase(std::remove_if(rest.begin(), rest.end(), [](char c) { return !isdigit(c); }),
+                 rest.end());
+      if (absl::SimpleAtoi(rest, &kb)) *into = kb * 1024;
+    };
+    parse("VmHWM:", &out.hwm);
+    parse("VmRSS:", &out.rss);
+    parse("RssAnon:", &out.anon);
+    parse("RssFile:", &out.file);
+  }
+  return out;
 }
 
 }  // namespace bench

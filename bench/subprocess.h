@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,16 @@
 
 namespace tensorkeep {
 namespace bench {
+
+// Peak and current RSS of a process, from /proc/PID/status, in bytes (all
+// zero if the process is gone).
+struct Rss {
+  uint64_t hwm = 0;   // VmHWM: peak resident set
+  uint64_t rss = 0;   // VmRSS
+  uint64_t anon = 0;  // RssAnon: heap, stacks, anonymous mappings
+  uint64_t file = 0;  // RssFile: resident pages of mapped files (LevelDB's tables)
+};
+Rss ReadRss(pid_t pid);
 
 class Subprocess {
  public:

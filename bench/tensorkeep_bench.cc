@@ -45,6 +45,7 @@
 #include "base/process_tuning.h"
 #include "bench/baselines.h"
 #include "bench/report.h"
+#include "bench/soak.h"
 #include "bench/subprocess.h"
 #include "client/connection.h"
 #include "client/trial.h"
@@ -71,13 +72,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kAllBenchmarks[] =
     "ingest,steps,names,value,values,reduce,watch,memory,python,hook";
+// Benchmarks that run only when asked for by name (--benchmarks=soak).
+constexpr char kOptionalBenchmarks[] = "soak";
 
 constexpr char kUsage[] =
     "usage: tensorkeep-bench [--benchmarks=LIST] [--json FILE] [--server HOST:PORT] [--quick]\n"
     "                        [--python PATH] [--pythonpath DIR] [--server-binary PATH]\n"
     "\n"
     "  --benchmarks=LIST  comma-separated, from: ingest, steps, names, value, values, reduce,\n"
-    "                     watch, memory, python, hook (default: all, in that order)\n"
+    "                     watch, memory, python, hook (default: all, in that order);\n"
+    "                     soak (issue 11: 10 minutes; only when named)\n"
     "  --json FILE        also write every result as JSON to FILE\n"
     "  --server HOST:PORT run against this collector instead of an in-process one\n"
     "                     (memory always starts its own tensorkeep-server process)\n"
@@ -90,7 +94,11 @@ constexpr char kUsage[] =
     "  --repeat=N         ingest: runs of each side per configuration, best kept (default 1)\n"
     "  --ingest-mib=N     ingest: MiB of values per configuration (default 256, 128 for 4 KiB;\n"
     "                     more includes LevelDB's compactions, which a short run leaves after it)\n"
-    "  --no-baselines     ingest: skip the baselines (to profile tensorkeep alone)\n";
+    "  --no-baselines     ingest: skip the baselines (to profile tensorkeep alone)\n"
+    "  --soak-seconds=S   soak: how long the writers write (default 600; --quick: 3)\n"
+    "  --soak-writers=N   soak: writers, 4 workers a trial (default 64; --quick: 4)\n"
+    "  --soak-readers=N   soak: readers checking answers meanwhile (default 8; --quick: 2)\n"
+    "  --soak-mbps=R      soak: the writers' aggregate cap in MB/s (default 40; 0: none)\n";
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -128,34 +136,6 @@ double CpuSeconds() {
          u.ru_stime.tv_usec * 1e-6;
 }
 
-// Peak and current RSS of a process, from /proc/PID/status, in bytes.
-struct Rss {
-  uint64_t hwm = 0;   // VmHWM: peak resident set
-  uint64_t rss = 0;   // VmRSS
-  uint64_t anon = 0;  // RssAnon: heap, stacks, anonymous mappings
-  uint64_t file = 0;  // RssFile: resident pages of mapped files (LevelDB's tables)
-};
-Rss ReadRss(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  Rss out;
-  while (std::getline(in, line)) {
-    uint64_t kb = 0;
-    auto parse = [&](const char* key, uint64_t* into) {
-      if (line.rfind(key, 0) != 0) return;
-      std::string rest = line.substr(std::strlen(key));
-      rest.erase(std::remove_if(rest.begin(), rest.end(), [](char c) { return !isdigit(c); }),
-                 rest.end());
-      if (absl::SimpleAtoi(rest, &kb)) *into = kb * 1024;
-    };
-    parse("VmHWM:", &out.hwm);
-    parse("VmRSS:", &out.rss);
-    parse("RssAnon:", &out.anon);
-    parse("RssFile:", &out.file);
-  }
-  return out;
-}
-
 struct Flags {
   std::vector<std::string> benchmarks;
   std::string json;
@@ -170,6 +150,11 @@ struct Flags {
   int repeat = 1;  // ingest: runs per configuration, the best of each side kept
   uint64_t ingest_mib = 0;  // ingest: MiB of values per configuration; 0: the default
   bool baselines = true;  // ingest: false measures tensorkeep only (for profiling)
+  // soak: 0 / negative means the default (600 s, 64, 8; --quick: 3 s, 4, 2).
+  double soak_seconds = 0;
+  int soak_writers = 0;
+  int soak_readers = -1;
+  double soak_mbps = 40;
 };
 
 // A record of the benchmark writers: float32 values (float64 scalars for
@@ -228,6 +213,7 @@ class Bench {
     if (name == "memory") return Memory();
     if (name == "python") return Python();
     if (name == "hook") return Hook();
+    if (name == "soak") return Soak();
     return absl::InvalidArgumentError(absl::StrCat("unknown benchmark '", name, "'"));
   }
 
@@ -1005,6 +991,27 @@ class Bench {
     return absl::OkStatus();
   }
 
+  // ------------------------------------------------------------ soak
+
+  absl::Status Soak() {
+    SoakOptions o;
+    o.server_binary = flags_.server_binary;
+    o.data_dir = NewDir("soak");
+    o.seconds = flags_.soak_seconds > 0 ? flags_.soak_seconds : (flags_.quick ? 3 : 600);
+    o.writers = flags_.soak_writers > 0 ? flags_.soak_writers : (flags_.quick ? 4 : 64);
+    o.readers = flags_.soak_readers >= 0 ? flags_.soak_readers : (flags_.quick ? 2 : 8);
+    o.max_mbps = flags_.soak_mbps;
+    TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunSoak(o));
+    bool failed = false;
+    for (Result& r : results) {
+      failed |= r.verdict == Result::Verdict::kMissed;
+      Add(std::move(r));
+    }
+    // Unlike a missed performance target, a lost or wrong record fails the run.
+    if (failed) return absl::DataLossError("soak: see the lines above and the PROBLEMs on stderr");
+    return absl::OkStatus();
+  }
+
   // ------------------------------------------------------------ python, hook
 
   // Runs bench/SCRIPT with the Python interpreter; returns the numbers of the
@@ -1221,6 +1228,23 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "tensorkeep-bench: --ingest-mib must be 1..65536\n");
         return 2;
       }
+    } else if (arg == "--soak-seconds" || arg == "--soak-mbps") {
+      if (!need(arg.c_str())) return 2;
+      double v = 0;
+      if (!absl::SimpleAtod(value, &v) || v < 0 || v > 86400 ||
+          (arg == "--soak-seconds" && v == 0)) {
+        std::fprintf(stderr, "tensorkeep-bench: bad %s value '%s'\n", arg.c_str(), value.c_str());
+        return 2;
+      }
+      (arg == "--soak-seconds" ? flags.soak_seconds : flags.soak_mbps) = v;
+    } else if (arg == "--soak-writers" || arg == "--soak-readers") {
+      if (!need(arg.c_str())) return 2;
+      int v = 0;
+      if (!absl::SimpleAtoi(value, &v) || v < (arg == "--soak-writers" ? 1 : 0) || v > 1024) {
+        std::fprintf(stderr, "tensorkeep-bench: bad %s value '%s'\n", arg.c_str(), value.c_str());
+        return 2;
+      }
+      (arg == "--soak-writers" ? flags.soak_writers : flags.soak_readers) = v;
     } else if (arg == "--repeat") {
       if (!need("--repeat")) return 2;
       if (!absl::SimpleAtoi(value, &flags.repeat) || flags.repeat < 1 || flags.repeat > 10) {
@@ -1232,11 +1256,12 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::set<std::string> known = absl::StrSplit(kAllBenchmarks, ',');
+  std::set<std::string> known = absl::StrSplit(kAllBenchmarks, ',');
+  known.insert(kOptionalBenchmarks);
   for (absl::string_view b : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
     if (known.count(std::string(b)) == 0) {
-      std::fprintf(stderr, "tensorkeep-bench: unknown benchmark '%s' (known: %s)\n",
-                   std::string(b).c_str(), kAllBenchmarks);
+      std::fprintf(stderr, "tensorkeep-bench: unknown benchmark '%s' (known: %s,%s)\n",
+                   std::string(b).c_str(), kAllBenchmarks, kOptionalBenchmarks);
       return 2;
     }
     flags.benchmarks.emplace_back(b);
