@@ -9,6 +9,7 @@
 if(NOT BENCH OR NOT BENCHMARKS OR NOT OUT_DIR)
   message(FATAL_ERROR "usage: cmake -DBENCH=... -DBENCHMARKS=... -DOUT_DIR=... -P smoke_test.cmake")
 endif()
+file(MAKE_DIRECTORY "${OUT_DIR}")
 set(json "${OUT_DIR}/tensorkeep_bench_smoke.json")
 file(REMOVE "${json}")
 execute_process(
