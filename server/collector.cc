@@ -23,9 +23,14 @@ Collector::Collector(const CollectorOptions& options, TensorStore* store)
       memory_(options.memory_budget_bytes),
       cache_memory_(
           memory_.Hold(std::min(options.value_cache_bytes, options.memory_budget_bytes / 4))),
-      value_cache_(cache_memory_.bytes()) {}
+      value_cache_(cache_memory_.bytes()),
+      notifier_(std::make_shared<Notifier>(
+          NotifierOptions{options.max_watchers, options.max_trial_watchers})) {}
 
-Collector::~Collector() { committer_.reset(); }
+Collector::~Collector() {
+  committer_.reset();
+  notifier_->Stop();
+}
 
 absl::StatusOr<std::unique_ptr<Collector>> Collector::Create(const CollectorOptions& options,
                                                              TensorStore* store) {
@@ -82,7 +87,7 @@ absl::Status Collector::Recover() {
       }));
   TK_RETURN_IF_ERROR(bad);
   for (const auto& [name, meta] : trial_meta) {
-    auto trial = std::make_shared<Trial>(name);
+    auto trial = std::make_shared<Trial>(name, notifier_);
     TrialUpdate u;
     u.num_workers = meta.num_workers();
     trial->ApplyQuietly(u);
@@ -98,7 +103,7 @@ absl::Status Collector::Recover() {
     spdlog::warn("recovery: trial '{}' has data but no metadata; recovered with defaults",
                  std::string(name));
     // (Not in trial_meta: the committer writes its metadata with its next write.)
-    auto trial = std::make_shared<Trial>(std::string(name));
+    auto trial = std::make_shared<Trial>(std::string(name), notifier_);
     return trials_.emplace(std::string(name), std::move(trial)).first->second.get();
   };
 
@@ -218,7 +223,7 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetTrial(const std::string& na
 std::shared_ptr<Trial> Collector::GetOrCreateTrial(const std::string& name) {
   absl::MutexLock lock(&mu_);
   auto& slot = trials_[name];
-  if (slot == nullptr) slot = std::make_shared<Trial>(name);
+  if (slot == nullptr) slot = std::make_shared<Trial>(name, notifier_);
   return slot;
 }
 

@@ -25,6 +25,7 @@
 #include "proto/tensorkeep.pb.h"
 #include "server/committer.h"
 #include "server/memory_budget.h"
+#include "server/notifier.h"
 #include "server/trial.h"
 #include "server/value_cache.h"
 #include "storage/tensor_store.h"
@@ -47,6 +48,10 @@ struct CollectorOptions {
   // queued for the committer, and the value cache (which gets at most a
   // quarter of it).
   size_t memory_budget_bytes = size_t{1} << 30;
+  // Waiting and watching calls at once, in the collector and in one trial
+  // (server/notifier.h; defaults from proto/limits.proto).
+  size_t max_watchers = v1::MAX_WATCHERS;
+  size_t max_trial_watchers = v1::MAX_TRIAL_WATCHERS;
 };
 
 class Collector {
@@ -60,6 +65,8 @@ class Collector {
   const CollectorOptions& options() const { return options_; }
   MemoryBudget* memory() { return &memory_; }
   TensorStore* store() const { return store_; }
+  // Runs the trials' listeners off the commit loop and counts watchers.
+  Notifier* notifier() const { return notifier_.get(); }
 
   // The trial, or TrialNotFound.
   absl::StatusOr<std::shared_ptr<Trial>> GetTrial(const std::string& name) const;
@@ -146,6 +153,8 @@ class Collector {
   MemoryBudget::Reservation cache_memory_;  // the value cache's share
   mutable ValueCache value_cache_;
   std::atomic<uint64_t> next_block_id_{1};
+  // Shared with every Trial; stopped after the committer (which signals it).
+  std::shared_ptr<Notifier> notifier_;
   std::unique_ptr<Committer> committer_;
 };
 

@@ -1,5 +1,6 @@
 #include "server/stream_reactors.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +118,8 @@ WaitReactor::WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<T
       steps_(std::move(steps)),
       mode_(mode),
       guard_(std::make_shared<ReactorGuard<WaitReactor>>()) {
+  std::sort(steps_.begin(), steps_.end());
+  steps_.erase(std::unique(steps_.begin(), steps_.end()), steps_.end());
   // Callbacks registered below wait on the guard until construction is done.
   // (A local copy keeps the guard's mutex alive past the unlock.)
   std::shared_ptr<ReactorGuard<WaitReactor>> self = guard_;
@@ -129,7 +132,13 @@ WaitReactor::WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<T
       if (g->reactor != nullptr) fn(g->reactor);
     }
   };
-  subscription_ = trial_->Subscribe([through_guard] { through_guard([](WaitReactor* r) { r->Check(); }); });
+  auto watch =
+      trial_->Watch([through_guard] { through_guard([](WaitReactor* r) { r->Check(); }); });
+  if (!watch.ok()) {
+    Complete(watch.status());
+    return;
+  }
+  subscription_ = std::move(*watch);
   // Longer than kMaxWaitSeconds (or infinite) waits without limit like 0: in
   // microseconds it would overflow the clock and time out at once.
   if (timeout_seconds > 0 && timeout_seconds <= kMaxWaitSeconds) {
@@ -149,36 +158,32 @@ WaitReactor::WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<T
 }
 
 void WaitReactor::Check() {
-  absl::Status decided = absl::OkStatus();
-  bool all_available = true;
-  for (uint64_t step : steps_) {
+  // Steps are decided in ascending order (a step is complete when a later one
+  // is), so only the lowest undecided one is looked at: a wake costs the
+  // steps it decided, not the list.
+  while (next_ < steps_.size()) {
+    const uint64_t step = steps_[next_];
     switch (trial_->HasPassedStep(step, mode_)) {
       case StepState::kAvailable:
+        ++next_;
         break;
       case StepState::kUnavailable:
         if (trial_->ended() && static_cast<int64_t>(step) > trial_->LastStep() &&
             IsGlobalMode(mode_)) {
-          decided = MakeError(Reason::kNoMoreData,
-                              absl::StrCat("trial '", trial_->name(), "' ended at step ",
-                                           trial_->LastStep(), " before step ", step));
+          Complete(MakeError(Reason::kNoMoreData,
+                             absl::StrCat("trial '", trial_->name(), "' ended at step ",
+                                          trial_->LastStep(), " before step ", step)));
         } else {
-          decided = MakeError(Reason::kStepUnavailable,
-                              absl::StrCat(ModeName(mode_), " step ", step,
-                                           " was not saved in trial '", trial_->name(), "'"));
+          Complete(MakeError(Reason::kStepUnavailable,
+                             absl::StrCat(ModeName(mode_), " step ", step,
+                                          " was not saved in trial '", trial_->name(), "'")));
         }
-        all_available = false;
-        break;
+        return;
       case StepState::kNotYetAvailable:
-        all_available = false;
-        break;
+        return;
     }
-    if (!decided.ok()) break;
   }
-  if (!decided.ok()) {
-    Complete(decided);
-  } else if (all_available) {
-    Complete(absl::OkStatus());
-  }
+  Complete(absl::OkStatus());
 }
 
 void WaitReactor::Complete(const absl::Status& status) {
@@ -188,6 +193,10 @@ void WaitReactor::Complete(const absl::Status& status) {
     completed_ = true;
   }
   alarm_.Cancel();
+  // Nothing to wait for any more: free the watcher slot now, not at OnDone.
+  // (Under guard_->mu, as every caller; a racing notification finds
+  // completed_ set.)
+  subscription_.reset();
   Finish(ToGrpcStatus(status, context_));
 }
 
@@ -248,15 +257,12 @@ WatchRulesReactor::WatchRulesReactor(std::shared_ptr<Trial> trial)
 
 void WatchRulesReactor::PumpLocked() {
   if (writing_ || finished_) return;
-  for (const v1::RuleStatus& rs : trial_->RuleStatuses()) {
-    auto it = sent_.find(rs.rule());
-    if (it != sent_.end() && it->second >= rs.updated_unix()) continue;
-    sent_[rs.rule()] = rs.updated_unix();
-    message_ = rs;
-    writing_ = true;
-    StartWrite(&message_);
-    return;
-  }
+  auto next = trial_->RuleStatusesAfter(cursor_, 1);
+  if (next.empty()) return;
+  cursor_ = next[0].first;
+  message_ = std::move(next[0].second);
+  writing_ = true;
+  StartWrite(&message_);
 }
 
 }  // namespace tensorkeep

@@ -5,9 +5,13 @@
 //    timeout (a grpc::Alarm) or by cancellation.
 //  - WatchStepsReactor / WatchRulesReactor: send what is new after each
 //    commit of the trial.
-// Waiting reactors are woken through Trial::Subscribe; the subscription
-// callback reaches the reactor through a ReactorGuard so that a callback
-// racing with the reactor's end never touches a deleted reactor.
+// Waiting reactors are woken through Trial::Watch (on the Notifier's thread,
+// never the committer's); the subscription callback reaches the reactor
+// through a ReactorGuard so that a callback racing with the reactor's end
+// never touches a deleted reactor. A wake costs what changed: a wait looks at
+// its lowest undecided step, a watch at what came after its cursor. A
+// reactor drops its subscription (and its watcher slot) once it is decided,
+// without waiting for another commit.
 #ifndef TENSORKEEP_SERVER_STREAM_REACTORS_H_
 #define TENSORKEEP_SERVER_STREAM_REACTORS_H_
 
@@ -22,6 +26,7 @@
 #include "proto/limits.pb.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/collector.h"
+#include "server/grpc_status.h"
 
 namespace tensorkeep {
 
@@ -82,13 +87,15 @@ class WaitReactor : public grpc::ServerUnaryReactor {
   void OnDone() override;
 
  private:
-  // Finishes when every step is AVAILABLE, or one can never be.
+  // Finishes when every step is AVAILABLE, or one can never be. Called with
+  // guard_->mu held (constructor, notifications).
   void Check();
   void Complete(const absl::Status& status);
 
   grpc::CallbackServerContext* const context_;
   std::shared_ptr<Trial> trial_;
-  const std::vector<uint64_t> steps_;
+  std::vector<uint64_t> steps_;  // ascending, no repeats
+  size_t next_ = 0;              // steps_[0, next_) are AVAILABLE; guarded by guard_->mu
   const int mode_;
   std::shared_ptr<ReactorGuard<WaitReactor>> guard_;
   std::shared_ptr<TrialSubscription> subscription_;
@@ -129,6 +136,7 @@ class TrialWatchReactor : public grpc::ServerWriteReactor<Message> {
     {
       std::lock_guard<std::mutex> lock(self->mu);
       self->reactor = nullptr;
+      subscription_.reset();  // the watcher slot is free from here
     }
     delete this;
   }
@@ -145,12 +153,18 @@ class TrialWatchReactor : public grpc::ServerWriteReactor<Message> {
     std::lock_guard<std::mutex> lock(self->mu);
     self->reactor = this;
     std::weak_ptr<Guard> weak = guard_;
-    subscription_ = trial_->Subscribe([weak] {
+    auto watch = trial_->Watch([weak] {
       if (auto g = weak.lock()) {
         std::lock_guard<std::mutex> lock(g->mu);
         if (g->reactor != nullptr) g->reactor->PumpLocked();
       }
     });
+    if (!watch.ok()) {
+      finished_ = true;
+      this->Finish(ToGrpcStatus(watch.status(), nullptr));
+      return;
+    }
+    subscription_ = std::move(*watch);
     PumpLocked();
   }
   virtual void PumpLocked() = 0;  // guard_->mu held
@@ -185,7 +199,7 @@ class WatchRulesReactor : public TrialWatchReactor<v1::RuleStatus> {
  private:
   void PumpLocked() override;
 
-  std::map<std::string, double> sent_;  // rule -> updated_unix sent; guarded by guard_->mu
+  uint64_t cursor_ = 0;  // the last rule change sent (Trial::RuleStatusesAfter); guarded by guard_->mu
 };
 
 }  // namespace tensorkeep

@@ -287,6 +287,13 @@ grpc::ServerUnaryReactor* TensorKeepService::WaitForSteps(grpc::CallbackServerCo
   auto trial = collector_->GetTrial(request->trial());
   absl::Status bad = trial.status();
   if (bad.ok()) bad = ValidateMode(request->mode(), true);
+  if (bad.ok() && request->steps_size() > kMaxWaitSteps) {
+    bad = MakeError(Reason::kBadRequest,
+                    absl::StrCat("WaitForSteps asks for ", request->steps_size(),
+                                 " steps; the limit is ", kMaxWaitSteps,
+                                 " (MAX_WAIT_STEPS): wait for the last step of a range (steps "
+                                 "complete in order), or in several calls"));
+  }
   if (bad.ok() && !(request->timeout_seconds() >= 0)) {  // negative or NaN
     bad = MakeError(Reason::kBadRequest,
                     absl::StrCat("timeout_seconds must be >= 0 (0: no limit), got ",

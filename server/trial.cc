@@ -85,27 +85,90 @@ absl::StatusOr<std::vector<std::unique_ptr<RE2>>> CompileRegexes(
 
 }  // namespace
 
-Trial::Trial(std::string name) : name_(std::move(name)) {}
+Trial::Trial(std::string name, std::shared_ptr<Notifier> notifier)
+    : name_(std::move(name)), notifier_(std::move(notifier)) {}
 
 void Trial::Apply(const TrialUpdate& update) {
   {
     absl::MutexLock lock(&mu_);
     ApplyLocked(update);
   }
-  std::vector<std::shared_ptr<TrialSubscription>> live;
-  {
-    absl::MutexLock lock(&listeners_mu_);
-    auto it = listeners_.begin();
-    while (it != listeners_.end()) {
-      if (auto sub = it->lock()) {
-        live.push_back(std::move(sub));
-        ++it;
-      } else {
-        it = listeners_.erase(it);
-      }
+  version_.fetch_add(1);
+  // A listener registered after this check reads the state applied above
+  // when it starts (every reactor checks once after subscribing).
+  if (listener_count_.load() == 0) return;
+  if (notifier_ != nullptr) {
+    if (auto self = weak_from_this().lock()) {
+      notifier_->Signal(std::move(self));
+      return;
     }
   }
-  for (auto& sub : live) sub->Notify();
+  NotifyListeners();
+}
+
+void Trial::NotifyListeners() {
+  std::vector<std::shared_ptr<const std::function<void()>>> live;
+  {
+    absl::MutexLock lock(&listeners_mu_);
+    live.reserve(listeners_.size());
+    for (const auto& [id, fn] : listeners_) live.push_back(fn);
+  }
+  for (const auto& fn : live) (*fn)();
+}
+
+std::shared_ptr<TrialSubscription> Trial::AddListener(std::function<void()> fn, bool watcher) {
+  const uint64_t id = next_listener_id_++;
+  listeners_.emplace(id, std::make_shared<const std::function<void()>>(std::move(fn)));
+  listener_count_.store(listeners_.size());
+  if (watcher) ++watchers_;
+  return std::make_shared<TrialSubscription>(shared_from_this(), id, watcher);
+}
+
+void Trial::RemoveListener(uint64_t id, bool watcher) {
+  absl::MutexLock lock(&listeners_mu_);
+  if (listeners_.erase(id) == 0) return;
+  listener_count_.store(listeners_.size());
+  if (watcher) {
+    --watchers_;
+    if (notifier_ != nullptr) notifier_->ReleaseWatcher();
+  }
+}
+
+TrialSubscription::~TrialSubscription() { trial_->RemoveListener(id_, watcher_); }
+
+std::shared_ptr<TrialSubscription> Trial::Subscribe(std::function<void()> fn) {
+  absl::MutexLock lock(&listeners_mu_);
+  return AddListener(std::move(fn), /*watcher=*/false);
+}
+
+absl::StatusOr<std::shared_ptr<TrialSubscription>> Trial::Watch(std::function<void()> fn) {
+  absl::MutexLock lock(&listeners_mu_);
+  if (notifier_ != nullptr) {
+    const NotifierOptions& limits = notifier_->options();
+    if (watchers_ >= limits.max_trial_watchers) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "trial '", name_, "' has ", watchers_,
+          " waiting or watching calls (WaitForSteps, WatchSteps, WatchRuleStatuses), its limit "
+          "(MAX_TRIAL_WATCHERS): end some first, or share one watch between readers"));
+    }
+    if (!notifier_->TryAcquireWatcher()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the collector has ", limits.max_watchers,
+          " waiting or watching calls (WaitForSteps, WatchSteps, WatchRuleStatuses), its limit "
+          "(MAX_WATCHERS, tensorkeep-server --max-watchers): retry later, or end some first"));
+    }
+  }
+  return AddListener(std::move(fn), /*watcher=*/true);
+}
+
+size_t Trial::listeners() const {
+  absl::MutexLock lock(&listeners_mu_);
+  return listeners_.size();
+}
+
+size_t Trial::watchers() const {
+  absl::MutexLock lock(&listeners_mu_);
+  return watchers_;
 }
 
 void Trial::ApplyQuietly(const TrialUpdate& update) {
@@ -173,6 +236,10 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
   if (update.rule_status.has_value()) {
     const v1::RuleStatus& rs = *update.rule_status;
     rules_[rs.rule()] = rs;
+    auto [it, fresh] = rule_change_of_.emplace(rs.rule(), 0);
+    if (!fresh) rule_changes_.erase(it->second);
+    it->second = ++rule_change_count_;
+    rule_changes_.emplace(it->second, rs.rule());
     if (rs.action() == "stop" && rs.state() == v1::RuleStatus::ISSUES_FOUND && !stop_requested_) {
       stop_requested_ = true;
       stop_reason_ = absl::StrCat("rule ", rs.rule(), " found an issue at step ", rs.step(),
@@ -616,11 +683,15 @@ std::vector<v1::RuleStatus> Trial::RuleStatuses() const {
   return out;
 }
 
-std::shared_ptr<TrialSubscription> Trial::Subscribe(std::function<void()> fn) {
-  auto sub = std::make_shared<TrialSubscription>(std::move(fn));
-  absl::MutexLock lock(&listeners_mu_);
-  listeners_.push_back(sub);
-  return sub;
+std::vector<std::pair<uint64_t, v1::RuleStatus>> Trial::RuleStatusesAfter(uint64_t after,
+                                                                         size_t limit) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::pair<uint64_t, v1::RuleStatus>> out;
+  for (auto it = rule_changes_.upper_bound(after); it != rule_changes_.end() && out.size() < limit;
+       ++it) {
+    out.emplace_back(it->first, rules_.at(it->second));
+  }
+  return out;
 }
 
 }  // namespace tensorkeep

@@ -12,10 +12,14 @@
 // fail with the reasons of base/errors.h.
 //
 // Thread safety: all methods are thread-safe. Listeners are called without
-// the trial's lock held, on the thread that applied the update.
+// the trial's lock held, on the Notifier's thread (server/notifier.h): the
+// thread that applies an update only bumps version() and signals it. (A
+// Trial made without a Notifier, as some tests make them, calls its
+// listeners on the applying thread.)
 #ifndef TENSORKEEP_SERVER_TRIAL_H_
 #define TENSORKEEP_SERVER_TRIAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/tensorkeep.pb.h"
+#include "server/notifier.h"
 #include "server/step_tracker.h"
 
 namespace tensorkeep {
@@ -77,28 +82,43 @@ struct TrialUpdate {
 
 enum class StepState { kUnavailable = 1, kAvailable = 2, kNotYetAvailable = 3 };
 
-// A registered listener; unregistered when the last copy is destroyed. The
+class Trial;
+
+// A registered listener, unregistered (and its watcher slot freed) when the
+// last copy is destroyed, whether or not the trial changes again. The
 // callback may still be running in another thread at that moment: it must
-// guard whatever it touches (see server/tensorkeep_service.cc).
+// guard whatever it touches (see ReactorGuard in server/stream_reactors.h).
 class TrialSubscription {
  public:
-  explicit TrialSubscription(std::function<void()> fn) : fn_(std::move(fn)) {}
-  void Notify() { fn_(); }
+  TrialSubscription(std::shared_ptr<Trial> trial, uint64_t id, bool watcher)
+      : trial_(std::move(trial)), id_(id), watcher_(watcher) {}
+  ~TrialSubscription();
+  TrialSubscription(const TrialSubscription&) = delete;
+  TrialSubscription& operator=(const TrialSubscription&) = delete;
 
  private:
-  std::function<void()> fn_;
+  const std::shared_ptr<Trial> trial_;
+  const uint64_t id_;
+  const bool watcher_;
 };
 
-class Trial {
+// Always held by a std::shared_ptr (subscriptions and the Notifier's queue
+// keep it alive).
+class Trial : public std::enable_shared_from_this<Trial> {
  public:
-  explicit Trial(std::string name);
+  // `notifier` runs the listeners and counts watchers against its limits;
+  // null: listeners run on the applying thread, no limits.
+  explicit Trial(std::string name, std::shared_ptr<Notifier> notifier = nullptr);
 
   const std::string& name() const { return name_; }
 
   // ---- Write side (the Collector's committer and recovery) ----
 
-  // Applies a durable update and notifies listeners.
+  // Applies a durable update, bumps version() and signals the Notifier. O(1)
+  // in the number of listeners: none of them runs here.
   void Apply(const TrialUpdate& update);
+  // Updates applied so far by Apply (not by ApplyQuietly).
+  uint64_t version() const { return version_.load(); }
   // The same without notifying (recovery at start-up).
   void ApplyQuietly(const TrialUpdate& update);
   // State the writer validation needs.
@@ -167,10 +187,24 @@ class Trial {
   int64_t LastStep() const;
 
   std::vector<v1::RuleStatus> RuleStatuses() const;
+  // Rule statuses stored after change number `after` (0: all), in the order
+  // stored, at most `limit`, each with its change number: a watch asks for
+  // what changed since it last looked, not for every rule again.
+  std::vector<std::pair<uint64_t, v1::RuleStatus>> RuleStatusesAfter(uint64_t after,
+                                                                    size_t limit) const;
 
-  // Registers `fn` to run after every applied update, until the returned
-  // subscription is destroyed.
+  // Registers `fn` to run (on the Notifier's thread) after applied updates,
+  // until the returned subscription is destroyed. Several updates may wake
+  // `fn` once: it re-reads the state it needs. Not counted as a watcher
+  // (Push streams, which have their own limit, listen this way).
   std::shared_ptr<TrialSubscription> Subscribe(std::function<void()> fn);
+  // The same for a waiter or watcher (WaitForSteps, WatchSteps,
+  // WatchRuleStatuses): counted against the Notifier's max_trial_watchers
+  // and max_watchers; ResourceExhausted, saying which limit, beyond them.
+  absl::StatusOr<std::shared_ptr<TrialSubscription>> Watch(std::function<void()> fn);
+  // Registered listeners, and of them watchers (tests, metrics).
+  size_t listeners() const;
+  size_t watchers() const;
 
  private:
   using WorkerSet = absl::InlinedVector<uint16_t, 2>;
@@ -183,7 +217,15 @@ class Trial {
     std::string first_name, last_name;
   };
 
+  friend class Notifier;
+  friend class TrialSubscription;
+
   void ApplyLocked(const TrialUpdate& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<TrialSubscription> AddListener(std::function<void()> fn, bool watcher)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(listeners_mu_);
+  void RemoveListener(uint64_t id, bool watcher);
+  // Runs every listener (the Notifier's thread).
+  void NotifyListeners();
   int WorkerIdLocked(const std::string& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int FindWorkerLocked(const std::string& worker) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The global step of (mode, step), if saved.
@@ -214,11 +256,25 @@ class Trial {
   std::map<std::string, std::set<std::string>> collections_ ABSL_GUARDED_BY(mu_);
   StepTracker tracker_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::RuleStatus> rules_ ABSL_GUARDED_BY(mu_);
+  // Change number -> rule, and the reverse: each rule under its last change.
+  std::map<uint64_t, std::string> rule_changes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> rule_change_of_ ABSL_GUARDED_BY(mu_);
+  uint64_t rule_change_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex listeners_mu_;
-  std::vector<std::weak_ptr<TrialSubscription>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  const std::shared_ptr<Notifier> notifier_;
+  std::atomic<uint64_t> version_{0};
+  std::atomic<size_t> listener_count_{0};  // listeners_.size(), read without the lock
+  std::atomic<bool> notify_queued_{false};  // in the Notifier's queue (its flag)
+
+  mutable absl::Mutex listeners_mu_;
+  // Shared with NotifyListeners' snapshot, so a listener removed while it
+  // runs is not destroyed under it.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const std::function<void()>>> listeners_
+      ABSL_GUARDED_BY(listeners_mu_);
+  uint64_t next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;
+  size_t watchers_ ABSL_GUARDED_BY(listeners_mu_) = 0;
 };
 
 }  // namespace tensorkeep

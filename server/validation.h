@@ -30,6 +30,7 @@ inline constexpr size_t kMaxRegexBytes = v1::MAX_REGEX_BYTES;
 inline constexpr size_t kMaxRegexes = v1::MAX_REGEXES;
 inline constexpr size_t kMaxRuleMessageBytes = v1::MAX_RULE_MESSAGE_BYTES;
 inline constexpr size_t kMaxReductionNameBytes = v1::MAX_REDUCTION_NAME_BYTES;
+inline constexpr int kMaxWaitSteps = v1::MAX_WAIT_STEPS;
 
 // Trial names: 1-128 characters from [A-Za-z0-9._-].
 absl::Status ValidateTrialName(absl::string_view name);

@@ -24,6 +24,9 @@ MAX_REGEXES = _limits.MAX_REGEXES
 MAX_RULE_MESSAGE_BYTES = _limits.MAX_RULE_MESSAGE_BYTES
 MAX_REDUCTION_NAME_BYTES = _limits.MAX_REDUCTION_NAME_BYTES
 MAX_WAIT_SECONDS = _limits.MAX_WAIT_SECONDS
+MAX_WAIT_STEPS = _limits.MAX_WAIT_STEPS  # a longer wait_for_steps goes in several calls
+MAX_WATCHERS = _limits.MAX_WATCHERS  # the collector's; nothing to check here
+MAX_TRIAL_WATCHERS = _limits.MAX_TRIAL_WATCHERS
 
 TRIAL_RE = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_TRIAL_NAME_BYTES)
 WORKER_RE = re.compile(r"[A-Za-z0-9._/:-]{1,%d}" % MAX_WORKER_NAME_BYTES)

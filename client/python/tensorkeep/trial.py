@@ -316,6 +316,16 @@ class Trial:
             delay = min(delay * 2, _TRIAL_POLL_MAX)
 
     def _wait_once(self, steps: List[int], mode: ModeKeys, timeout: Optional[float]) -> None:
+        if len(steps) > _names.MAX_WAIT_STEPS:
+            # The collector takes at most MAX_WAIT_STEPS steps a call: wait for
+            # them in ascending slices (a step is AVAILABLE once complete, and
+            # completeness only grows, so the answer is the same).
+            steps = sorted(set(steps))
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for i in range(0, len(steps), _names.MAX_WAIT_STEPS):
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                self._wait_once(steps[i : i + _names.MAX_WAIT_STEPS], mode, remaining)
+            return
         req = pb.WaitForStepsRequest(
             trial=self.trial, steps=steps, mode=int(mode), timeout_seconds=timeout or 0.0
         )
