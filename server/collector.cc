@@ -1,7 +1,6 @@
 #include "server/collector.h"
 
-#include <condition_variable>
-#include <future>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
@@ -25,9 +24,12 @@ Collector::Collector(const CollectorOptions& options, TensorStore* store)
           memory_.Hold(std::min(options.value_cache_bytes, options.memory_budget_bytes / 4))),
       value_cache_(cache_memory_.bytes()),
       notifier_(std::make_shared<Notifier>(
-          NotifierOptions{options.max_watchers, options.max_trial_watchers})) {}
+          NotifierOptions{options.max_watchers, options.max_trial_watchers})),
+      executor_(std::make_unique<Executor>(
+          ExecutorOptions{options.executor_threads, options.executor_max_queued})) {}
 
 Collector::~Collector() {
+  executor_.reset();
   committer_.reset();
   notifier_->Stop();
 }
@@ -471,54 +473,72 @@ absl::StatusOr<v1::HistogramResponse> Collector::Histogram(
   return out;
 }
 
-absl::Status Collector::SubmitAndWait(PendingWrite write) {
-  std::promise<absl::Status> promise;
-  auto future = promise.get_future();
-  write.done = [&promise](const absl::Status& s) { promise.set_value(s); };
-  Submit(std::move(write));
-  return future.get();
-}
-
-absl::StatusOr<bool> Collector::EndTrial(const std::string& name) {
-  TK_ASSIGN_OR_RETURN(auto trial, GetTrial(name));
-  const bool was_running = !trial->ended();
+void Collector::EndTrial(const std::string& name,
+                         std::function<void(absl::StatusOr<bool>)> done) {
+  auto trial = GetTrial(name);
+  if (!trial.ok()) {
+    done(trial.status());
+    return;
+  }
+  const bool was_running = !(*trial)->ended();
   PendingWrite w;
-  w.trial = trial;
+  w.trial = *trial;
   w.update.end_trial = true;
-  TK_RETURN_IF_ERROR(SubmitAndWait(std::move(w)));
-  if (was_running) spdlog::info("trial '{}' ended on request", name);
-  return was_running;
+  w.done = [name, was_running, done = std::move(done)](const absl::Status& s) {
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    if (was_running) spdlog::info("trial '{}' ended on request", name);
+    done(was_running);
+  };
+  Submit(std::move(w));
 }
 
-absl::StatusOr<v1::RuleStatus> Collector::ReportRuleStatus(v1::RuleStatus status) {
-  TK_ASSIGN_OR_RETURN(auto trial, GetTrial(status.trial()));
-  TK_RETURN_IF_ERROR(ValidateWorkerName(status.rule()));
-  if (status.state() < v1::RuleStatus::IN_PROGRESS || status.state() > v1::RuleStatus::ERROR) {
-    return MakeError(Reason::kBadRequest,
-                     "rule state must be IN_PROGRESS, NO_ISSUES_FOUND, ISSUES_FOUND or ERROR");
-  }
-  if (!status.action().empty() && status.action() != "stop") {
-    return MakeError(Reason::kBadRequest,
-                     absl::StrCat("unknown rule action ", QuoteInput(status.action()),
-                                  ": use \"stop\" or none"));
-  }
-  if (status.message().size() > kMaxRuleMessageBytes) {
-    return MakeError(Reason::kBadRequest,
-                     absl::StrCat("rule status message is ", status.message().size(),
-                                  " bytes long; the limit is ", kMaxRuleMessageBytes));
+void Collector::ReportRuleStatus(v1::RuleStatus status,
+                                 std::function<void(absl::StatusOr<v1::RuleStatus>)> done) {
+  // Checked here, before the write is queued.
+  auto trial = [&]() -> absl::StatusOr<std::shared_ptr<Trial>> {
+    TK_ASSIGN_OR_RETURN(auto t, GetTrial(status.trial()));
+    TK_RETURN_IF_ERROR(ValidateWorkerName(status.rule()));
+    if (status.state() < v1::RuleStatus::IN_PROGRESS || status.state() > v1::RuleStatus::ERROR) {
+      return MakeError(Reason::kBadRequest,
+                       "rule state must be IN_PROGRESS, NO_ISSUES_FOUND, ISSUES_FOUND or ERROR");
+    }
+    if (!status.action().empty() && status.action() != "stop") {
+      return MakeError(Reason::kBadRequest,
+                       absl::StrCat("unknown rule action ", QuoteInput(status.action()),
+                                    ": use \"stop\" or none"));
+    }
+    if (status.message().size() > kMaxRuleMessageBytes) {
+      return MakeError(Reason::kBadRequest,
+                       absl::StrCat("rule status message is ", status.message().size(),
+                                    " bytes long; the limit is ", kMaxRuleMessageBytes));
+    }
+    return t;
+  }();
+  if (!trial.ok()) {
+    done(trial.status());
+    return;
   }
   status.set_updated_unix(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   PendingWrite w;
-  w.trial = trial;
+  w.trial = *trial;
   w.update.rule_status = status;
-  TK_RETURN_IF_ERROR(SubmitAndWait(std::move(w)));
-  if (status.state() == v1::RuleStatus::ISSUES_FOUND) {
-    spdlog::info("trial '{}': rule '{}' found an issue at step {}: {}{}", status.trial(),
-                 status.rule(), status.step(), status.message(),
-                 status.action() == "stop" ? " (stop requested)" : "");
-  }
-  return status;
+  w.done = [status, done = std::move(done)](const absl::Status& s) {
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    if (status.state() == v1::RuleStatus::ISSUES_FOUND) {
+      spdlog::info("trial '{}': rule '{}' found an issue at step {}: {}{}", status.trial(),
+                   status.rule(), status.step(), status.message(),
+                   status.action() == "stop" ? " (stop requested)" : "");
+    }
+    done(status);
+  };
+  Submit(std::move(w));
 }
 
 }  // namespace tensorkeep

@@ -24,6 +24,7 @@
 #include "absl/types/span.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/committer.h"
+#include "server/executor.h"
 #include "server/memory_budget.h"
 #include "server/notifier.h"
 #include "server/trial.h"
@@ -52,6 +53,10 @@ struct CollectorOptions {
   // (server/notifier.h; defaults from proto/limits.proto).
   size_t max_watchers = v1::MAX_WATCHERS;
   size_t max_trial_watchers = v1::MAX_TRIAL_WATCHERS;
+  // Threads and queue of the executor that reads values and computes
+  // reductions off gRPC's threads (server/executor.h).
+  size_t executor_threads = 2;
+  size_t executor_max_queued = 4096;
 };
 
 class Collector {
@@ -67,6 +72,8 @@ class Collector {
   TensorStore* store() const { return store_; }
   // Runs the trials' listeners off the commit loop and counts watchers.
   Notifier* notifier() const { return notifier_.get(); }
+  // Runs reads and reductions for the gRPC service, off its threads.
+  Executor* executor() const { return executor_.get(); }
 
   // The trial, or TrialNotFound.
   absl::StatusOr<std::shared_ptr<Trial>> GetTrial(const std::string& name) const;
@@ -123,20 +130,22 @@ class Collector {
   absl::StatusOr<v1::ReductionsResponse> Reductions(const v1::ReductionsRequest& request) const;
   absl::StatusOr<v1::HistogramResponse> Histogram(const v1::HistogramRequest& request) const;
 
-  // Ends the trial (like every writer closing with end-of-training). Returns
-  // whether it was running. Waits until durable.
-  absl::StatusOr<bool> EndTrial(const std::string& trial);
-  // Stores a rule status (and the stop request its action implies). Waits
-  // until durable.
-  absl::StatusOr<v1::RuleStatus> ReportRuleStatus(v1::RuleStatus status);
+  // Ends the trial (like every writer closing with end-of-training). Calls
+  // `done` with whether it was running once durable (on the committer
+  // thread), or with the error (possibly at once, on this thread). Never
+  // blocks; `done` must not block either.
+  void EndTrial(const std::string& trial, std::function<void(absl::StatusOr<bool>)> done);
+  // Stores a rule status (and the stop request its action implies); calls
+  // `done` with the stored status once durable, or with the error, as
+  // EndTrial does.
+  void ReportRuleStatus(v1::RuleStatus status,
+                        std::function<void(absl::StatusOr<v1::RuleStatus>)> done);
 
  private:
   Collector(const CollectorOptions& options, TensorStore* store);
   // Refuses a database of another storage format; marks a new one.
   absl::Status CheckFormat();
   absl::Status Recover();
-  // Submits and waits for the write to be durable.
-  absl::Status SubmitAndWait(PendingWrite write);
   // The size-checked bytes of a record's large value under `key` (its ValueKey).
   absl::StatusOr<std::string> ReadLargeValue(const Value& value, const std::string& key) const;
 
@@ -156,6 +165,7 @@ class Collector {
   // Shared with every Trial; stopped after the committer (which signals it).
   std::shared_ptr<Notifier> notifier_;
   std::unique_ptr<Committer> committer_;
+  std::unique_ptr<Executor> executor_;  // stopped first: its tasks read the store
 };
 
 }  // namespace tensorkeep

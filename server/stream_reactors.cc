@@ -20,7 +20,15 @@ ValueStreamReactor::ValueStreamReactor(grpc::CallbackServerContext* context, Col
       tensor_(std::move(tensor)),
       where_(std::move(where)) {
   header_sent_ = true;  // no current value yet
-  Next();
+  ScheduleNext();
+}
+
+void ValueStreamReactor::ScheduleNext() {
+  // Reading values (a pread, a decode) is the executor's work, not a
+  // reaction's. One task or one write is outstanding at a time, so the state
+  // below is never touched by two threads at once.
+  absl::Status queued = collector_->executor()->Schedule([this] { Next(); });
+  if (!queued.ok()) Finish(ToGrpcStatus(queued, context_));
 }
 
 bool ValueStreamReactor::LoadNext() {
@@ -106,7 +114,7 @@ void ValueStreamReactor::OnWriteDone(bool ok) {
     Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
     return;
   }
-  Next();
+  ScheduleNext();
 }
 
 // ---------------------------------------------------------------- wait

@@ -1,6 +1,7 @@
 // The server-streaming and waiting reactors of TensorKeepService:
 //  - ValueStreamReactor: GetValue / GetValues, one value after another, each
-//    value in chunks of at most kChunkBytes so no message nears gRPC limits.
+//    value in chunks of at most kChunkBytes so no message nears gRPC limits;
+//    values are read on the Collector's executor, never in a reaction.
 //  - WaitReactor: WaitForSteps, finished by a commit that decides it, by its
 //    timeout (a grpc::Alarm) or by cancellation.
 //  - WatchStepsReactor / WatchRulesReactor: send what is new after each
@@ -44,6 +45,8 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
   void OnDone() override { delete this; }
 
  private:
+  // Runs Next on the executor (or fails the call when its queue is full).
+  void ScheduleNext();
   void Next();
   // Reads the next value into current_; false (and the call finished) when
   // there is none or it cannot be read.

@@ -11,18 +11,37 @@
 namespace tensorkeep {
 namespace {
 
-// Runs `fn` (returning absl::Status) and finishes the call with its status.
+// Runs `fn` (returning absl::Status); nothing should throw, but if something
+// does, the call fails, not the server.
+template <typename Fn>
+absl::Status RunGuarded(Fn& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("internal error: ", e.what()));
+  }
+}
+
+// Runs `fn` (cheap: in-memory index lookups) and finishes the call with its
+// status.
 template <typename Fn>
 grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, Fn fn) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status;
-  try {
-    status = fn();
-  } catch (const std::exception& e) {
-    // Nothing should throw; if something does, the call fails, not the server.
-    status = absl::InternalError(absl::StrCat("internal error: ", e.what()));
-  }
-  reactor->Finish(ToGrpcStatus(status, context));
+  reactor->Finish(ToGrpcStatus(RunGuarded(fn), context));
+  return reactor;
+}
+
+// Runs `fn` on the executor, never on gRPC's thread, and finishes the call
+// from there. `fn` outlives this handler: it captures by value (the request
+// and response stay valid until the call is finished).
+template <typename Fn>
+grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context, Executor* executor,
+                                  Fn fn) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status queued = executor->Schedule([context, reactor, fn = std::move(fn)]() mutable {
+    reactor->Finish(ToGrpcStatus(RunGuarded(fn), context));
+  });
+  if (!queued.ok()) reactor->Finish(ToGrpcStatus(queued, context));
   return reactor;
 }
 
@@ -86,11 +105,14 @@ grpc::ServerUnaryReactor* TensorKeepService::GetTrial(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* TensorKeepService::EndTrial(grpc::CallbackServerContext* context,
                                                       const v1::TrialRef* request,
                                                       v1::EndTrialResponse* response) {
-  return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(bool was_running, collector_->EndTrial(request->trial()));
-    response->set_was_running(was_running);
-    return absl::OkStatus();
-  });
+  // Finished from the committer's completion: no thread waits for the disk.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  collector_->EndTrial(request->trial(),
+                       [context, reactor, response](absl::StatusOr<bool> was_running) {
+                         if (was_running.ok()) response->set_was_running(*was_running);
+                         reactor->Finish(ToGrpcStatus(was_running.status(), context));
+                       });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* TensorKeepService::ListSteps(grpc::CallbackServerContext* context,
@@ -242,7 +264,7 @@ grpc::ServerUnaryReactor* TensorKeepService::PrevSteps(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* TensorKeepService::GetReductions(grpc::CallbackServerContext* context,
                                                            const v1::ReductionsRequest* request,
                                                            v1::ReductionsResponse* response) {
-  return Unary(context, [&]() -> absl::Status {
+  return Offload(context, collector_->executor(), [this, request, response]() -> absl::Status {
     for (const auto& spec : request->reductions()) {
       TK_RETURN_IF_ERROR(ValidateReductionName(spec.name()));
     }
@@ -263,7 +285,7 @@ grpc::ServerUnaryReactor* TensorKeepService::GetReductions(grpc::CallbackServerC
 grpc::ServerUnaryReactor* TensorKeepService::GetHistogram(grpc::CallbackServerContext* context,
                                                           const v1::HistogramRequest* request,
                                                           v1::HistogramResponse* response) {
-  return Unary(context, [&]() -> absl::Status {
+  return Offload(context, collector_->executor(), [this, request, response]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(*response, collector_->Histogram(*request));
     return absl::OkStatus();
   });
@@ -319,10 +341,13 @@ grpc::ServerWriteReactor<v1::StepEvent>* TensorKeepService::WatchSteps(
 grpc::ServerUnaryReactor* TensorKeepService::ReportRuleStatus(grpc::CallbackServerContext* context,
                                                               const v1::RuleStatus* request,
                                                               v1::RuleStatus* response) {
-  return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(*response, collector_->ReportRuleStatus(*request));
-    return absl::OkStatus();
-  });
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  collector_->ReportRuleStatus(
+      *request, [context, reactor, response](absl::StatusOr<v1::RuleStatus> stored) {
+        if (stored.ok()) *response = std::move(*stored);
+        reactor->Finish(ToGrpcStatus(stored.status(), context));
+      });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* TensorKeepService::ListRuleStatuses(grpc::CallbackServerContext* context,

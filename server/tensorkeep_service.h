@@ -4,9 +4,12 @@
 // the Trial, and maps the status with ToGrpcStatus. Streams are reactors:
 // Push (flow-controlled: it stops reading while two of its messages wait for
 // the committer, or while the committer's queue is over budget), GetValue and
-// GetValues (values in chunks), WaitForSteps, WatchSteps and
-// WatchRuleStatuses (woken by commits through Trial::Subscribe, never by
-// polling; idle waiters cost no CPU).
+// GetValues (values in chunks, read on the Collector's executor),
+// WaitForSteps, WatchSteps and WatchRuleStatuses (woken after commits on the
+// Notifier's thread through Trial::Watch, never by polling; idle waiters cost
+// no CPU). Nothing blocks on gRPC's threads: EndTrial and ReportRuleStatus
+// finish from the committer's completion, GetReductions and GetHistogram on
+// the executor.
 //
 // Thread safety: the service is thread-safe; each reactor guards its state.
 #ifndef TENSORKEEP_SERVER_TENSORKEEP_SERVICE_H_

@@ -155,7 +155,7 @@ absl::StatusOr<std::shared_ptr<TrialSubscription>> Trial::Watch(std::function<vo
       return absl::ResourceExhaustedError(absl::StrCat(
           "the collector has ", limits.max_watchers,
           " waiting or watching calls (WaitForSteps, WatchSteps, WatchRuleStatuses), its limit "
-          "(MAX_WATCHERS, tensorkeep-server --max-watchers): retry later, or end some first"));
+          "(MAX_WATCHERS): retry later, or end some first"));
     }
   }
   return AddListener(std::move(fn), /*watcher=*/true);
