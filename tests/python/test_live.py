@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from tensorkeep import Writer, modes
+from tensorkeep import Writer, _names, modes
 from tensorkeep.exceptions import NoMoreData, StepUnavailable, WaitTimeout
 from tensorkeep.trials import StepState, create_trial
 
@@ -141,6 +141,21 @@ def test_wait_after_the_end(trial_url):
     assert ei.value.step == 10 and ei.value.last_step == 3
     with pytest.raises(StepUnavailable) as ei:
         t.wait_for_steps([0, 2, 3])
+    assert ei.value.step == 2
+
+
+def test_wait_for_more_steps_than_one_call_takes(trial_url):
+    # The collector takes at most MAX_WAIT_STEPS steps a call (BAD_REQUEST
+    # beyond); the client splits a longer list, so smdebug code still works.
+    w = Writer(trial_url)
+    for s in (0, 1):
+        commit(w, s)
+    w.close(end_of_training=True)
+    t = create_trial(trial_url)
+    n = _names.MAX_WAIT_STEPS
+    t.wait_for_steps([1, 0] * (n // 2 + 1))  # more than n, repeated, out of order
+    with pytest.raises(NoMoreData) as ei:
+        t.wait_for_steps(range(n + 5))
     assert ei.value.step == 2
 
 
