@@ -31,7 +31,7 @@ from typing import Any, Callable, Deque, Iterator, List, Optional
 
 import grpc
 
-from . import _channel, _errors, _wire
+from . import _channel, _errors, _names, _wire
 from .exceptions import CollectorUnavailable, TensorkeepError, WaitTimeout, WriterClosed
 
 logger = logging.getLogger("tensorkeep")
@@ -39,6 +39,7 @@ logger = logging.getLogger("tensorkeep")
 # Payload of one PushRequest. Below gRPC's default 4 MiB receive limit, so a
 # collector with default limits accepts it; larger values go as Chunk messages.
 MAX_BATCH_BYTES = (4 << 20) - (64 << 10)
+assert MAX_BATCH_BYTES < _names.MAX_PUSH_MESSAGE_BYTES
 # Ask the collector for an ack after this many unflushed bytes, so acks (and the
 # memory they release) keep flowing even if the collector acks only on Flush.
 _AUTO_FLUSH_BYTES = 16 << 20
