@@ -38,6 +38,25 @@ size_t Committer::queued_bytes() const {
   return queued_bytes_;
 }
 
+namespace {
+
+// The group's copy of `key`'s metadata: the staged one, else a copy of the
+// durable one, else a new one (then *created is set).
+template <typename Map>
+typename Map::mapped_type& StagedCopy(Map* staged, const Map& durable,
+                                      const typename Map::key_type& key, bool* created) {
+  auto it = staged->find(key);
+  if (it != staged->end()) return it->second;
+  auto d = durable.find(key);
+  if (d == durable.end()) {
+    *created = true;
+    return staged->emplace(key, typename Map::mapped_type()).first->second;
+  }
+  return staged->emplace(key, d->second).first->second;
+}
+
+}  // namespace
+
 absl::Status Committer::CheckSteps(const PendingWrite& write, const Staged& staged) const {
   const std::string& trial = write.trial->name();
   const IndexedRecord* previous = nullptr;
@@ -132,23 +151,13 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
     }
   }
 
-  // The trial's metadata: staged copy, else the durable one, else a new one.
-  auto tit = staged->trials.find(trial);
   bool trial_changed = false;
-  if (tit == staged->trials.end()) {
-    auto durable = trial_meta_.find(trial);
-    if (durable != trial_meta_.end()) {
-      tit = staged->trials.emplace(trial, durable->second).first;
-    } else {
-      tit = staged->trials.emplace(trial, storage::TrialMeta()).first;
-      tit->second.set_num_workers(1);
-      tit->second.set_created_unix(
-          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-              .count());
-      trial_changed = true;
-    }
+  storage::TrialMeta& tm = StagedCopy(&staged->trials, trial_meta_, trial, &trial_changed);
+  if (trial_changed) {  // a new trial
+    tm.set_num_workers(1);
+    tm.set_created_unix(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
-  storage::TrialMeta& tm = tit->second;
   if (u.num_workers > tm.num_workers()) {
     tm.set_num_workers(u.num_workers);
     trial_changed = true;
@@ -171,24 +180,16 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
   if (trial_changed) put(TrialKey(trial), tm);
 
   if (!u.worker.empty()) {
-    auto wit = staged->workers.find(wid);
     bool worker_changed = false;
-    if (wit == staged->workers.end()) {
-      auto durable = worker_meta_.find(wid);
-      if (durable != worker_meta_.end()) {
-        wit = staged->workers.emplace(wid, durable->second).first;
-      } else {
-        wit = staged->workers.emplace(wid, storage::WorkerMeta()).first;
-        wit->second.set_committed_through(StepTracker::kNone);
-        worker_changed = true;
-        auto count = staged->worker_counts.find(trial);
-        if (count == staged->worker_counts.end()) {
-          count = staged->worker_counts.emplace(trial, worker_counts_[trial]).first;
-        }
-        ++count->second;
+    storage::WorkerMeta& wm = StagedCopy(&staged->workers, worker_meta_, wid, &worker_changed);
+    if (worker_changed) {  // a new worker
+      wm.set_committed_through(StepTracker::kNone);
+      auto count = staged->worker_counts.find(trial);
+      if (count == staged->worker_counts.end()) {
+        count = staged->worker_counts.emplace(trial, worker_counts_[trial]).first;
       }
+      ++count->second;
     }
-    storage::WorkerMeta& wm = wit->second;
     if (u.committed_through > wm.committed_through()) {
       wm.set_committed_through(u.committed_through);
       worker_changed = true;
