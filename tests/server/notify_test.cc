@@ -16,8 +16,8 @@
 namespace tensorkeep {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Float32Record;
+using ::testing::HasSubstr;
 
 class NotifyTest : public ::testing::Test {
  protected:
@@ -28,15 +28,9 @@ class NotifyTest : public ::testing::Test {
   void Start(const CollectorOptions& collector = {}) {
     dir_ = testing::MakeTempDir("notify");
     ServerOptions o;
-    o.listen = "127.0.0.1:0";
     o.store.path = dir_ + "/db";
     o.collector = collector;
-    auto s = CollectorServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = std::move(*s);
-    auto c = Connection::Open(server_->address());
-    ASSERT_TRUE(c.ok());
-    connection_ = *c;
+    testing::StartServer(o, &server_, &connection_);
   }
   std::unique_ptr<client::Writer> OpenWriter(const std::string& trial) {
     client::WriterOptions o;
@@ -89,8 +83,8 @@ double MedianFlushMs(client::Writer* w, uint64_t* step, int n) {
     EXPECT_TRUE(w->EndStep(*step).ok());
     EXPECT_TRUE(w->Flush().ok());
     ++*step;
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -138,10 +132,10 @@ TEST_F(NotifyTest, WaitersOnOneTrialDoNotSlowCommitsOfAnother) {
   const uint64_t commits_during = a_commits.load() - commits_before;
   stop.store(true);
   feeder.join();
-  std::printf("flush latency of trial b (median of %d): %.2f ms without waiters, %.2f ms with %d "
-              "waiters x %zu steps on trial a (%llu commits of a meanwhile)\n",
-              kFlushes, without, with, kWaiters, kSteps,
-              static_cast<unsigned long long>(commits_during));
+  std::printf(
+      "flush latency of trial b (median of %d): %.2f ms without waiters, %.2f ms with %d "
+      "waiters x %zu steps on trial a (%llu commits of a meanwhile)\n",
+      kFlushes, without, with, kWaiters, kSteps, static_cast<unsigned long long>(commits_during));
   EXPECT_GT(commits_during, 0u) << "trial a did not commit while b was measured";
   EXPECT_LT(with, 5 * without + 20) << "waiters on trial a slowed trial b's commits";
 

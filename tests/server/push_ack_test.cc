@@ -32,12 +32,7 @@ class PushAckTest : public ::testing::Test {
     o.store.env = &env_;
     o.store.reopen_interval_seconds = 0;
     o.collector.memory_budget_bytes = memory_budget_;
-    auto s = CollectorServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = std::move(*s);
-    auto c = Connection::Open(server_->address());
-    ASSERT_TRUE(c.ok());
-    connection_ = *c;
+    testing::StartServer(o, &server_, &connection_);
   }
 
   // A raw Push stream: the test writes messages and reads acks itself.

@@ -28,6 +28,20 @@ inline std::string MakeTempDir(const std::string& tag) {
   return dir == nullptr ? "" : std::string(dir);
 }
 
+// Starts a collector with `options` on a free loopback port and connects to
+// it (replacing what `server` and `connection` held).
+inline void StartServer(ServerOptions options, std::unique_ptr<CollectorServer>* server,
+                        std::shared_ptr<Connection>* connection) {
+  server->reset();
+  options.listen = "127.0.0.1:0";
+  auto s = CollectorServer::Start(options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  *server = std::move(*s);
+  auto c = Connection::Open((*server)->address());
+  ASSERT_TRUE(c.ok());
+  *connection = *c;
+}
+
 class ServerFixture : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -40,16 +54,9 @@ class ServerFixture : public ::testing::Test {
   }
   // (Re)starts the server on the same data directory.
   void Restart() {
-    server_.reset();
     ServerOptions o;
-    o.listen = "127.0.0.1:0";
     o.store.path = dir_ + "/db";
-    auto s = CollectorServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = std::move(*s);
-    auto c = Connection::Open(server_->address());
-    ASSERT_TRUE(c.ok());
-    connection_ = *c;
+    StartServer(o, &server_, &connection_);
   }
   std::unique_ptr<client::Writer> OpenWriter(const std::string& trial,
                                              const std::string& worker = "worker_0",
@@ -71,8 +78,8 @@ class ServerFixture : public ::testing::Test {
 };
 
 // A float32 record of `n` values from a seeded generator.
-inline v1::TensorRecord Float32Record(const std::string& name, uint64_t step, int n,
-                                      uint32_t seed, int mode = 1, int64_t mode_step = -1) {
+inline v1::TensorRecord Float32Record(const std::string& name, uint64_t step, int n, uint32_t seed,
+                                      int mode = 1, int64_t mode_step = -1) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.5f, 2.0f);
   std::vector<float> v(n);
