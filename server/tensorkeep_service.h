@@ -2,8 +2,9 @@
 //
 // Thin by design: each method unpacks its request, calls the Collector or
 // the Trial, and maps the status with ToGrpcStatus. Streams are reactors:
-// Push (flow-controlled: it stops reading while two of its messages wait for
-// the committer, or while the committer's queue is over budget), GetValue and
+// Push (flow-controlled: it stops reading while its writes waiting for the
+// committer fill its byte window, or while the committer's queue or the
+// memory budget is over its limit; server/push_reactor.h), GetValue and
 // GetValues (values in chunks, read on the Collector's executor),
 // WaitForSteps, WatchSteps and WatchRuleStatuses (woken after commits on the
 // Notifier's thread through Trial::Watch, never by polling; idle waiters cost
