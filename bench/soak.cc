@@ -116,8 +116,8 @@ v1::TensorRecord MakeRecord(int tensor, uint64_t step, std::string data) {
 
 // The reductions the server offers, computed here independently: numpy's on
 // the values as float64, population std/variance, prod in element order.
-const char* const kReductionNames[] = {"min", "max", "mean", "std", "variance",
-                                       "sum", "prod", "l1",  "l2"};
+const char* const kReductionNames[] = {"min", "max",  "mean", "std", "variance",
+                                       "sum", "prod", "l1",   "l2"};
 constexpr int kNumReductions = 9;
 
 double LocalReduction(const std::string& data, bool is_f64, const std::string& kind, bool abs) {
@@ -213,8 +213,8 @@ struct ReaderCounts {
   uint64_t reduction_checks = 0;  // reductions compared (several per call)
   uint64_t calls = 0;
   uint64_t mismatches = 0;
-  uint64_t not_yet = 0;       // a step not complete yet: an accepted answer
-  uint64_t errors = 0;        // an error for a complete step, or an unexpected one
+  uint64_t not_yet = 0;          // a step not complete yet: an accepted answer
+  uint64_t errors = 0;           // an error for a complete step, or an unexpected one
   std::vector<float> latencies;  // seconds per call
 };
 
@@ -278,10 +278,10 @@ void ReaderLoop(const std::string& address, int seed,
       const Reason reason = GetReason(status);
       // Past the complete steps: not complete yet, or not saved at that step,
       // or (early on) the 1 MiB tensor not saved by anyone yet.
-      const bool fine = !complete && (reason == Reason::kStepNotYetAvailable ||
-                                      reason == Reason::kTensorUnavailableForStep ||
-                                      reason == Reason::kStepUnavailable ||
-                                      reason == Reason::kTensorUnavailable);
+      const bool fine =
+          !complete &&
+          (reason == Reason::kStepNotYetAvailable || reason == Reason::kTensorUnavailableForStep ||
+           reason == Reason::kStepUnavailable || reason == Reason::kTensorUnavailable);
       if (fine) {
         ++counts->not_yet;
       } else {
@@ -315,8 +315,8 @@ void ReaderLoop(const std::string& address, int seed,
     }
     if (reduced.size() != reductions.size()) {
       ++counts->mismatches;
-      problems->Note(absl::StrCat("reader: ", reduced.size(), " reductions for ",
-                                  reductions.size(), " asked, ", Where(ws, step, tensor)));
+      problems->Note(absl::StrCat("reader: ", reduced.size(), " reductions for ", reductions.size(),
+                                  " asked, ", Where(ws, step, tensor)));
       continue;
     }
     for (size_t i = 0; i < reductions.size(); ++i) {
@@ -380,10 +380,10 @@ void WriterLoop(WriterState* ws, Clock::time_point start, double seconds, double
 struct VerifyCounts {
   uint64_t records = 0;
   uint64_t bytes = 0;
-  uint64_t missing = 0;      // acknowledged, not read back
-  uint64_t mismatched = 0;   // read back different (or truncated, or another worker's)
-  uint64_t duplicates = 0;   // read back more than once
-  uint64_t unexpected = 0;   // read back, never written
+  uint64_t missing = 0;         // acknowledged, not read back
+  uint64_t mismatched = 0;      // read back different (or truncated, or another worker's)
+  uint64_t duplicates = 0;      // read back more than once
+  uint64_t unexpected = 0;      // read back, never written
   uint64_t unacked_absent = 0;  // written after the last acknowledgement, not there: allowed
   uint64_t stream_errors = 0;
   uint64_t step_list_errors = 0;
@@ -411,18 +411,18 @@ void VerifyOne(Connection& connection, const WriterState& ws, int tensor, Verify
     }
     if (seen[step]++ > 0) {
       ++c->duplicates;
-      problems->Note(absl::StrCat("verify: ", Where(ws, step, tensor), " read back ",
-                                  seen[step], " times"));
+      problems->Note(
+          absl::StrCat("verify: ", Where(ws, step, tensor), " read back ", seen[step], " times"));
       return;
     }
-    const bool same = data.size() == header.value_size() && header.dtype() == DTypeOf(spec) &&
-                      std::vector<int64_t>(header.shape().begin(), header.shape().end()) ==
-                          ShapeOf(spec) &&
-                      data == Content(ws.trial, ws.worker, step, tensor);
+    const bool same =
+        data.size() == header.value_size() && header.dtype() == DTypeOf(spec) &&
+        std::vector<int64_t>(header.shape().begin(), header.shape().end()) == ShapeOf(spec) &&
+        data == Content(ws.trial, ws.worker, step, tensor);
     if (!same) {
       ++c->mismatched;
-      problems->Note(absl::StrCat("verify: ", Where(ws, step, tensor), " differs (",
-                                  data.size(), " of ", header.value_size(), " bytes)"));
+      problems->Note(absl::StrCat("verify: ", Where(ws, step, tensor), " differs (", data.size(),
+                                  " of ", header.value_size(), " bytes)"));
     }
   };
 
@@ -470,8 +470,8 @@ void VerifyOne(Connection& connection, const WriterState& ws, int tensor, Verify
     if (!ws.Present(step, tensor) || seen[step] > 0) continue;
     if (step <= acked) {
       ++c->missing;
-      problems->Note(absl::StrCat("verify: ", Where(ws, step, tensor),
-                                  " acknowledged but missing"));
+      problems->Note(
+          absl::StrCat("verify: ", Where(ws, step, tensor), " acknowledged but missing"));
     } else {
       ++c->unacked_absent;
     }
@@ -500,17 +500,9 @@ double Percentile(std::vector<float> v, double q) {
 }  // namespace
 
 absl::StatusOr<std::vector<Result>> RunSoak(const SoakOptions& o) {
-  TK_ASSIGN_OR_RETURN(auto server,
-                      Subprocess::Spawn({o.server_binary, "--listen", "127.0.0.1:0", "--data-dir",
-                                         o.data_dir, "--log-level", "warn"},
-                                        {}, /*quiet_stderr=*/false));
-  TK_ASSIGN_OR_RETURN(std::string line, server->ReadLine(30));
-  const std::string prefix = "listening on ";
-  if (line.rfind(prefix, 0) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("tensorkeep-server printed '", line, "' instead of '", prefix, "...'"));
-  }
-  const std::string address = line.substr(prefix.size());
+  TK_ASSIGN_OR_RETURN(ServerProcess started, SpawnServer(o.server_binary, o.data_dir));
+  std::unique_ptr<Subprocess> server = std::move(started.process);
+  const std::string address = started.address;
   const Rss idle = ReadRss(server->pid());
   const int per_trial = std::max(1, o.workers_per_trial);
   const int num_trials = (o.writers + per_trial - 1) / per_trial;
@@ -534,8 +526,7 @@ absl::StatusOr<std::vector<Result>> RunSoak(const SoakOptions& o) {
     wo.server = address;
     wo.trial = ws->trial_name;
     wo.worker = ws->worker_name;
-    wo.num_workers =
-        static_cast<uint32_t>(std::min(per_trial, o.writers - ws->trial * per_trial));
+    wo.num_workers = static_cast<uint32_t>(std::min(per_trial, o.writers - ws->trial * per_trial));
     TK_ASSIGN_OR_RETURN(ws->writer, client::Writer::Open(wo, 30));
     writers.push_back(ws.get());
     trials[ws->trial].push_back(ws.get());
@@ -569,9 +560,8 @@ absl::StatusOr<std::vector<Result>> RunSoak(const SoakOptions& o) {
   Problems problems;
   std::vector<std::thread> reader_threads;
   for (int r = 0; r < o.readers; ++r) {
-    reader_threads.emplace_back([&, r] {
-      ReaderLoop(address, r, trials, stop_readers, &reader_counts[r], &problems);
-    });
+    reader_threads.emplace_back(
+        [&, r] { ReaderLoop(address, r, trials, stop_readers, &reader_counts[r], &problems); });
   }
   // Progress, once a minute (or every 10 % of a short run).
   const double progress_every = std::min(60.0, std::max(1.0, o.seconds / 10));
@@ -606,9 +596,9 @@ absl::StatusOr<std::vector<Result>> RunSoak(const SoakOptions& o) {
     steps_written += static_cast<uint64_t>(ws->ended + 1);
     if (!ws->error.ok()) {
       ++failed_writers;
-      problems.Note(absl::StrCat("writer ", ws->trial_name, " ", ws->worker_name, " failed after step ",
-                                 ws->ended, " (acked through ", ws->acked.load(),
-                                 "): ", ws->error.ToString()));
+      problems.Note(absl::StrCat("writer ", ws->trial_name, " ", ws->worker_name,
+                                 " failed after step ", ws->ended, " (acked through ",
+                                 ws->acked.load(), "): ", ws->error.ToString()));
     }
   }
   std::fprintf(stderr, "  [soak: writers done in %.1f s; verifying]\n", write_seconds);
@@ -651,13 +641,13 @@ absl::StatusOr<std::vector<Result>> RunSoak(const SoakOptions& o) {
     for (int64_t s = 0; s <= last; ++s) want.push_back(static_cast<uint64_t>(s));
     if (!steps.ok() || *steps != want) {
       ++verify.step_list_errors;
-      problems.Note(absl::StrCat("verify: steps of ", trial[0]->trial_name, ": ",
-                                 steps.ok() ? absl::StrCat(steps->size(), " steps, first ",
-                                                           steps->empty() ? -1 : (int64_t)steps->front(),
-                                                           " last ",
-                                                           steps->empty() ? -1 : (int64_t)steps->back())
-                                            : steps.status().ToString(),
-                                 "; expected 0..", last));
+      problems.Note(absl::StrCat(
+          "verify: steps of ", trial[0]->trial_name, ": ",
+          steps.ok() ? absl::StrCat(steps->size(), " steps, first ",
+                                    steps->empty() ? -1 : (int64_t)steps->front(), " last ",
+                                    steps->empty() ? -1 : (int64_t)steps->back())
+                     : steps.status().ToString(),
+          "; expected 0..", last));
     }
   }
   const double verify_seconds = Since(verify_start);
@@ -681,8 +671,9 @@ absl::StatusOr<std::vector<Result>> RunSoak(const SoakOptions& o) {
     r.name = "soak/ingest";
     r.value = ingest.MBps();
     r.unit = "MB/s";
-    r.figure_text = absl::StrFormat("%.1f MB/s %.0f rec/s, %d writers, %.0f s, %.2f GB", r.value,
-                                    ingest.PerSecond(), o.writers, write_seconds, ingest.bytes / 1e9);
+    r.figure_text =
+        absl::StrFormat("%.1f MB/s %.0f rec/s, %d writers, %.0f s, %.2f GB", r.value,
+                        ingest.PerSecond(), o.writers, write_seconds, ingest.bytes / 1e9);
     r.extra = {{"records_per_s", ingest.PerSecond()},
                {"seconds", write_seconds},
                {"bytes", static_cast<double>(ingest.bytes)},
@@ -753,8 +744,8 @@ absl::StatusOr<std::vector<Result>> RunSoak(const SoakOptions& o) {
     r.value = end.hwm / mib;
     r.unit = "MiB";
     r.figure_text = absl::StrFormat(
-        "peak RSS %.0f MiB (writing: max %.0f, at 10/50/90 %% %.0f/%.0f/%.0f, after %.0f)",
-        r.value, max_rss / mib, at(0.1), at(0.5), at(0.9), after_writing.rss / mib);
+        "peak RSS %.0f MiB (writing: max %.0f, at 10/50/90 %% %.0f/%.0f/%.0f, after %.0f)", r.value,
+        max_rss / mib, at(0.1), at(0.5), at(0.9), after_writing.rss / mib);
     r.baseline_name = "idle server";
     r.baseline = idle.rss / mib;
     r.baseline_text = absl::StrFormat("RSS %.0f MiB", r.baseline);

@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -32,9 +32,9 @@ double Now() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
-    const std::vector<std::string>& argv, const std::vector<std::string>& env,
-    bool quiet_stderr) {
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(const std::vector<std::string>& argv,
+                                                              const std::vector<std::string>& env,
+                                                              bool quiet_stderr) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   // The environment: ours, with `env` replacing same-named entries.
   std::vector<std::string> envs;
@@ -57,7 +57,8 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   argp.push_back(nullptr);
 
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
@@ -184,6 +185,25 @@ Rss ReadRss(pid_t pid) {
     parse("RssAnon:", &out.anon);
     parse("RssFile:", &out.file);
   }
+  return out;
+}
+
+absl::StatusOr<ServerProcess> SpawnServer(const std::string& server_binary,
+                                          const std::string& data_dir) {
+  ServerProcess out;
+  auto spawned = Subprocess::Spawn(
+      {server_binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir, "--log-level", "warn"}, {},
+      /*quiet_stderr=*/false);
+  if (!spawned.ok()) return spawned.status();
+  out.process = std::move(*spawned);
+  auto line = out.process->ReadLine(30);
+  if (!line.ok()) return line.status();
+  const std::string prefix = "listening on ";
+  if (line->rfind(prefix, 0) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensorkeep-server printed '", *line, "' instead of '", prefix, "...'"));
+  }
+  out.address = line->substr(prefix.size());
   return out;
 }
 

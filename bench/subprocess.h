@@ -66,6 +66,16 @@ class Subprocess {
   std::string buffer_;
 };
 
+// A tensorkeep-server started by SpawnServer, and the HOST:PORT it serves on.
+struct ServerProcess {
+  std::unique_ptr<Subprocess> process;
+  std::string address;
+};
+// Starts `server_binary` on a free loopback port with `data_dir` (log level
+// warn, its stderr to ours) and waits up to 30 s for its `listening on` line.
+absl::StatusOr<ServerProcess> SpawnServer(const std::string& server_binary,
+                                          const std::string& data_dir);
+
 }  // namespace bench
 }  // namespace tensorkeep
 

@@ -912,17 +912,9 @@ class Bench {
 
   absl::Status Memory() {
     const std::string dir = NewDir("memory");
-    TK_ASSIGN_OR_RETURN(auto server,
-                        Subprocess::Spawn({flags_.server_binary, "--listen", "127.0.0.1:0",
-                                           "--data-dir", dir, "--log-level", "warn"},
-                                          {}, /*quiet_stderr=*/false));
-    TK_ASSIGN_OR_RETURN(std::string line, server->ReadLine(30));
-    const std::string prefix = "listening on ";
-    if (line.rfind(prefix, 0) != 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("tensorkeep-server printed '", line, "' instead of '", prefix, "...'"));
-    }
-    const std::string address = line.substr(prefix.size());
+    TK_ASSIGN_OR_RETURN(ServerProcess started, SpawnServer(flags_.server_binary, dir));
+    std::unique_ptr<Subprocess> server = std::move(started.process);
+    const std::string address = started.address;
     const Rss idle = ReadRss(server->pid());
 
     IngestShape shape;
