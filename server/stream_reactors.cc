@@ -175,18 +175,28 @@ void WaitReactor::Check() {
       case StepState::kAvailable:
         ++next_;
         break;
-      case StepState::kUnavailable:
-        if (trial_->ended() && static_cast<int64_t>(step) > trial_->LastStep() &&
-            IsGlobalMode(mode_)) {
-          Complete(MakeError(Reason::kNoMoreData,
-                             absl::StrCat("trial '", trial_->name(), "' ended at step ",
-                                          trial_->LastStep(), " before step ", step)));
+      case StepState::kUnavailable: {
+        // After the end, a step beyond the last one of its mode (a mode step
+        // for TRAIN/EVAL/PREDICT) is "no more data", whatever the mode: a loop
+        // over mode steps that skips StepUnavailable stops on NoMoreData.
+        const std::optional<uint64_t> last = trial_->LastStep(mode_);
+        if (trial_->ended() && (!last.has_value() || step > *last)) {
+          Complete(MakeError(
+              Reason::kNoMoreData,
+              last.has_value()
+                  ? absl::StrCat("trial '", trial_->name(), "' ended before ",
+                                 StepText(step, mode_), "; its last ", ModeName(mode_),
+                                 " step is ", *last)
+                  : absl::StrCat("trial '", trial_->name(), "' ended before ",
+                                 StepText(step, mode_), " without saving any ", ModeName(mode_),
+                                 " step")));
         } else {
           Complete(MakeError(Reason::kStepUnavailable,
                              absl::StrCat(ModeName(mode_), " step ", step,
                                           " was not saved in trial '", trial_->name(), "'")));
         }
         return;
+      }
       case StepState::kNotYetAvailable:
         return;
     }

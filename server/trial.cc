@@ -25,12 +25,12 @@ std::string ModeName(int mode) {
   }
 }
 
-namespace {
-
 std::string StepText(uint64_t step, int mode) {
   return IsGlobalMode(mode) ? absl::StrCat("step ", step)
                             : absl::StrCat(ModeName(mode), " step ", step);
 }
+
+namespace {
 
 // The memory all regexes of one tensor_names call may use: compiled programs
 // plus the DFA caches matching fills (RE2 falls back to its slower, still
@@ -674,6 +674,17 @@ std::vector<std::pair<uint64_t, StepInfo>> Trial::CompleteStepsFrom(uint64_t fro
 int64_t Trial::LastStep() const {
   absl::ReaderMutexLock lock(&mu_);
   return steps_.empty() ? -1 : static_cast<int64_t>(steps_.rbegin()->first);
+}
+
+std::optional<uint64_t> Trial::LastStep(int mode) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (IsGlobalMode(mode)) {
+    if (steps_.empty()) return std::nullopt;
+    return steps_.rbegin()->first;
+  }
+  auto m = mode_steps_.find(mode);
+  if (m == mode_steps_.end() || m->second.empty()) return std::nullopt;
+  return m->second.rbegin()->first;
 }
 
 std::vector<v1::RuleStatus> Trial::RuleStatuses() const {

@@ -45,6 +45,8 @@ namespace tensorkeep {
 inline constexpr int kModeGlobal = 4;
 inline bool IsGlobalMode(int mode) { return mode == 0 || mode == kModeGlobal; }
 std::string ModeName(int mode);
+// "step 5" for GLOBAL, "TRAIN step 5" for a mode step: how messages name a step.
+std::string StepText(uint64_t step, int mode);
 
 struct StepInfo {
   int mode = kModeGlobal;
@@ -185,6 +187,9 @@ class Trial : public std::enable_shared_from_this<Trial> {
   std::vector<std::pair<uint64_t, StepInfo>> CompleteStepsFrom(uint64_t from, size_t limit) const;
   // The highest saved global step (-1 if none).
   int64_t LastStep() const;
+  // The highest saved step of `mode`: a global step for GLOBAL, otherwise a
+  // mode step of that mode; nullopt if none was saved.
+  std::optional<uint64_t> LastStep(int mode) const;
 
   std::vector<v1::RuleStatus> RuleStatuses() const;
   // Rule statuses stored after change number `after` (0: all), in the order

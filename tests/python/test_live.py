@@ -144,6 +144,41 @@ def test_wait_after_the_end(trial_url):
     assert ei.value.step == 2
 
 
+def test_wait_past_the_last_mode_step_of_an_ended_trial_is_no_more_data(trial_url):
+    # Issue 17: smdebug's "skip on StepUnavailable, stop on NoMoreData" loop
+    # over mode steps must end for TRAIN and EVAL as it does for GLOBAL.
+    w = Writer(trial_url)
+    commit(w, 0, modes.TRAIN, 0)
+    commit(w, 1, modes.TRAIN, 2)  # TRAIN step 1 skipped
+    for s in range(3):
+        commit(w, 2 + s, modes.EVAL, s)
+    w.close(end_of_training=True)
+    t = create_trial(trial_url)
+    for mode, expected, last in ((modes.TRAIN, [0, 2], 2), (modes.EVAL, [0, 1, 2], 2)):
+        seen = []
+        for step in range(1000):  # bounded: the bug made this loop endless
+            try:
+                t.wait_for_steps([step], mode=mode)
+            except StepUnavailable:
+                continue
+            except NoMoreData as e:
+                assert (e.step, e.mode, e.last_step) == (step, mode, last)
+                assert f"Max step available is {last}" in str(e)
+                break
+            seen.append(step)
+        assert seen == expected, mode
+    with pytest.raises(StepUnavailable) as ei:
+        t.wait_for_steps([1], mode=modes.TRAIN)
+    assert ei.value.step == 1
+    with pytest.raises(NoMoreData) as ei:
+        t.wait_for_steps([0, 7], mode=modes.EVAL)
+    assert ei.value.step == 7 and ei.value.last_step == 2
+    with pytest.raises(NoMoreData) as ei:  # a mode that saved nothing
+        t.wait_for_steps([0], mode=modes.PREDICT)
+    assert ei.value.last_step == -1 and "-1" not in str(ei.value), str(ei.value)
+    assert "-1" not in ei.value.details, ei.value.details
+
+
 def test_wait_for_more_steps_than_one_call_takes(trial_url):
     # The collector takes at most MAX_WAIT_STEPS steps a call (BAD_REQUEST
     # beyond); the client splits a longer list, so smdebug code still works.

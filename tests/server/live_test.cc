@@ -69,6 +69,46 @@ TEST_F(LiveTest, EndOfTrainingFromEveryWorkerEndsTheTrial) {
   EXPECT_EQ(GetReason(t.WaitForSteps({5})), Reason::kNoMoreData);
 }
 
+// The "skip on StepUnavailable, stop on NoMoreData" loop over mode steps must
+// end: past the last step of its mode, an ended trial answers NoMoreData for
+// TRAIN, EVAL and PREDICT as for GLOBAL (issue 17), through the C++ client.
+TEST_F(LiveTest, WaitPastTheLastModeStepOfAnEndedTrialIsNoMoreData) {
+  auto w = OpenWriter("t");
+  // Global steps 0..4: TRAIN mode steps 0 and 2 (1 skipped), then EVAL 0..2.
+  ASSERT_TRUE(w->Write(Float32Record("x", 0, 4, 1, client::kTrain, 0)).ok());
+  ASSERT_TRUE(w->Write(Float32Record("x", 1, 4, 1, client::kTrain, 2)).ok());
+  for (uint64_t s = 0; s < 3; ++s) {
+    ASSERT_TRUE(w->Write(Float32Record("x", 2 + s, 4, 1, client::kEval, s)).ok());
+  }
+  ASSERT_TRUE(w->Close(true).ok());
+  auto t = TrialOf("t");
+  ASSERT_TRUE(t.Summary()->ended());
+  EXPECT_TRUE(t.WaitForSteps({0, 2}, client::kTrain).ok());
+  EXPECT_EQ(GetReason(t.WaitForSteps({1}, client::kTrain)), Reason::kStepUnavailable);
+  absl::Status s = t.WaitForSteps({3}, client::kTrain);
+  EXPECT_EQ(GetReason(s), Reason::kNoMoreData) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("last TRAIN step is 2")) << s;
+  EXPECT_TRUE(t.WaitForSteps({2}, client::kEval).ok());
+  EXPECT_EQ(GetReason(t.WaitForSteps({3}, client::kEval)), Reason::kNoMoreData);
+  EXPECT_EQ(GetReason(t.WaitForSteps({0, 99}, client::kEval)), Reason::kNoMoreData);
+  // A mode that never saved anything: no more data either, and no -1 in the message.
+  s = t.WaitForSteps({0}, client::kPredict);
+  EXPECT_EQ(GetReason(s), Reason::kNoMoreData) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::Not(::testing::HasSubstr("-1"))) << s;
+  EXPECT_EQ(GetReason(t.WaitForSteps({5})), Reason::kNoMoreData);
+  EXPECT_TRUE(t.WaitForSteps({4}).ok()) << "the last global step is available";
+  // The loop of the issue ends, and visits exactly the saved TRAIN steps.
+  std::vector<uint64_t> seen;
+  for (uint64_t step = 0; step < 1000; ++step) {
+    absl::Status r = t.WaitForSteps({step}, client::kTrain);
+    if (GetReason(r) == Reason::kNoMoreData) break;
+    if (GetReason(r) == Reason::kStepUnavailable) continue;
+    ASSERT_TRUE(r.ok()) << r;
+    seen.push_back(step);
+  }
+  EXPECT_THAT(seen, ElementsAre(0, 2));
+}
+
 TEST_F(LiveTest, WaitForStepsWakesWhenAWriterCommits) {
   auto t = TrialOf("t");
   auto w = OpenWriter("t");

@@ -27,7 +27,8 @@ _TRANSIENT_CODES = frozenset(
     }
 )
 
-_LAST_STEP = re.compile(r"(?:last|max)[ _a-z]*?(-?\d+)", re.IGNORECASE)
+# The collector's NO_MORE_DATA message: "... its last TRAIN step is 7".
+_LAST_STEP = re.compile(r"its last [A-Z]+ step is (\d+)")
 
 
 def reason_of(err: grpc.RpcError) -> Optional[str]:

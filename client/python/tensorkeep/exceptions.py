@@ -18,9 +18,11 @@ control what happens when a tensor is missing:
   for some step.
 - ``InvalidWorker``: no data of the given worker at that step.
 
-Every exception here derives from :class:`TensorkeepError`. The ones that are
-not smdebug's describe collector-level failures (an unreachable collector, a
-timeout, a rejected request).
+Every exception here derives from :class:`TensorkeepError`, which is also
+exported as smdebug's base class ``SMDebugError`` (with smdebug's subclasses
+``SMDebugValueError`` & co), so ``except SMDebugError`` ports unchanged. The
+ones that are not smdebug's describe collector-level failures (an unreachable
+collector, a timeout, a rejected request).
 """
 
 from typing import Any, Optional
@@ -42,6 +44,107 @@ class TensorkeepError(Exception):
     reason: Optional[str] = None
     details: Optional[str] = None
     code: Optional[str] = None
+
+
+# smdebug's base class and its typed subclasses.
+SMDebugError = TensorkeepError
+
+
+class SMDebugCustomerError(SMDebugError):
+    """An error the user can fix (smdebug's class)."""
+
+
+class SMDebugTypeError(SMDebugError, TypeError):
+    """A TypeError of tensorkeep (smdebug's class)."""
+
+
+class SMDebugRuntimeError(SMDebugError, RuntimeError):
+    """A RuntimeError of tensorkeep (smdebug's class)."""
+
+
+class SMDebugNotImplementedError(SMDebugError, NotImplementedError):
+    """A NotImplementedError of tensorkeep (smdebug's class)."""
+
+
+class SMDebugValueError(SMDebugError, ValueError):
+    """A ValueError of tensorkeep (smdebug's class)."""
+
+
+class InvalidCollectionConfiguration(SMDebugError):
+    """A collection with neither tensor names nor regexes (smdebug's class)."""
+
+    def __init__(self, c_name: str):
+        super().__init__(c_name)
+        self.c_name = c_name
+
+    def __str__(self) -> str:
+        return (
+            f"Collection {self.c_name} has not been configured. "
+            "Please fill in tensor_name or include_regex"
+        )
+
+
+class MissingCollectionFiles(SMDebugError):
+    """smdebug's class; tensorkeep keeps collections on the collector and never raises it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def __str__(self) -> str:
+        return "Training job has ended. All the collection files could not be loaded"
+
+
+class IndexReaderException(SMDebugError):
+    """smdebug's class; tensorkeep has no index files and never raises it."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ShapeUnavailableForStep(SMDebugError):
+    """Neither the shape nor the value of the tensor was saved for the step."""
+
+    def __init__(self, tname: str, step: int, mode: Any = None):
+        super().__init__(tname, step, mode)
+        from .modes import ModeKeys
+
+        self.tname = tname
+        self.step = step
+        self.mode = ModeKeys.GLOBAL if mode is None else mode
+
+    def __str__(self) -> str:
+        return (
+            f"Shape for tensor {self.tname} is not available for step {self.step} "
+            f"with mode {_mode_name(self.mode)} as it was not saved."
+        )
+
+
+class NoMoreProfilerData(SMDebugError):
+    """smdebug's profiler class; tensorkeep has no profiler data and never raises it."""
+
+    def __init__(self, timestamp: Any):
+        super().__init__(timestamp)
+        self.timestamp = timestamp
+        self.msg = f"Looking for timestamp {timestamp} and reached end of training."
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+class InsufficientInformationForRuleInvocation(SMDebugError):
+    """A rule cannot be evaluated with what the trial holds (smdebug's class)."""
+
+    def __init__(self, rule_name: str, message: str):
+        super().__init__(rule_name, message)
+        self.rule_name = rule_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"Insufficient information to invoke rule {self.rule_name}: {self.message}"
 
 
 class TrialNotFound(TensorkeepError):
@@ -134,9 +237,14 @@ class NoMoreData(TensorkeepError):
         self.step = step
         self.mode = mode
         self.last_step = last_step
+        if last_step is None:
+            last = "Max step available is unknown"
+        elif last_step < 0:
+            last = f"No step of mode {_mode_name(mode)} was saved"
+        else:
+            last = f"Max step available is {last_step}"
         self.msg = (
-            f"Looking for step {step} of mode {_mode_name(mode)} and reached end of training. "
-            f"Max step available is {last_step if last_step is not None else 'unknown'}"
+            f"Looking for step {step} of mode {_mode_name(mode)} and reached end of training. {last}"
         )
 
     def __str__(self) -> str:
