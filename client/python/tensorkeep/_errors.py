@@ -28,7 +28,7 @@ _TRANSIENT_CODES = frozenset(
 )
 
 # The collector's NO_MORE_DATA message: "... its last TRAIN step is 7".
-_LAST_STEP = re.compile(r"its last [A-Z]+ step is (\d+)")
+_LAST_STEP = re.compile(r"\blast (?:[A-Z]+ )?step (?:is )?(\d+)")
 
 
 def reason_of(err: grpc.RpcError) -> Optional[str]:
