@@ -16,7 +16,7 @@ Similarly ``with refresh(trials):`` turns refreshing back on inside a
 from contextlib import contextmanager
 from typing import Iterable, Iterator, List, Union
 
-from .trial import Trial
+from ..trial import Trial
 
 __all__ = ["no_refresh", "refresh"]
 
