@@ -588,7 +588,7 @@ def _assert_reductions_match(got: Dict[Tuple[str, bool], float], v: np.ndarray):
     a = np.abs(v64)
     expected = {
         ("min", False): v64.min(), ("max", False): v64.max(), ("mean", False): v64.mean(),
-        ("std", False): v64.std(), ("variance", False): v64.var(), ("sum", False): v64.sum(),
+        ("std", False): v64.std(ddof=1), ("variance", False): v64.var(ddof=1), ("sum", False): v64.sum(),
         ("prod", False): v64.prod(), ("l1", False): a.sum(), ("l2", False): np.sqrt((v64 * v64).sum()),
         ("mean", True): a.mean(), ("max", True): a.max(), ("l2", True): np.sqrt((a * a).sum()),
     }
@@ -686,7 +686,7 @@ class TestHookAgainstCollector:
                 v64 = v.astype(np.float64)
                 for (red, use_abs), e in {
                     ("min", False): v64.min(), ("max", False): v64.max(), ("mean", False): v64.mean(),
-                    ("std", False): v64.std(), ("variance", False): v64.var(), ("sum", False): v64.sum(),
+                    ("std", False): v64.std(ddof=1), ("variance", False): v64.var(ddof=1), ("sum", False): v64.sum(),
                     ("mean", True): np.abs(v64).mean(), ("l1", False): np.abs(v64).sum(),
                     ("l2", False): np.sqrt((v64 ** 2).sum()),
                 }.items():

@@ -10,10 +10,15 @@ Analysis::
     from tensorkeep.trials import create_trial
     trial = create_trial("tensorkeep://127.0.0.1:PORT/my-trial")
 
-See docs/python.md.
+The top-level names are smdebug's (``from smdebug import modes, SaveConfig,
+SaveConfigMode, ReductionConfig``), so ``sed s/smdebug/tensorkeep/`` ports a
+script. See docs/python.md.
 """
 
 from . import exceptions
+from .core.collection import CollectionKeys
+from .core.reduction_config import ReductionConfig
+from .core.save_config import SaveConfig, SaveConfigMode
 from .exceptions import TensorkeepError
 from .modes import ModeKeys
 from .writer import Writer
@@ -23,4 +28,15 @@ modes = ModeKeys
 
 __version__ = "0.1.0"
 
-__all__ = ["Writer", "modes", "ModeKeys", "TensorkeepError", "exceptions", "__version__"]
+__all__ = [
+    "CollectionKeys",
+    "ModeKeys",
+    "ReductionConfig",
+    "SaveConfig",
+    "SaveConfigMode",
+    "TensorkeepError",
+    "Writer",
+    "__version__",
+    "exceptions",
+    "modes",
+]

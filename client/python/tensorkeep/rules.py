@@ -6,7 +6,7 @@ Writing a rule involves implementing the Rule interface::
 
     class VanishingGradientRule(Rule):
         def __init__(self, base_trial, threshold="0.0000001"):
-            super().__init__(base_trial, other_trials=None)
+            super().__init__(base_trial, action_str="", other_trials=None)
             self.threshold = float(threshold)
 
         def invoke_at_step(self, step):
@@ -22,10 +22,11 @@ Writing a rule involves implementing the Rule interface::
 As in smdebug, every parameter besides the trials is given as a string.
 """
 
+import json
 import logging
 import time
 from abc import ABC, abstractmethod
-from typing import Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import grpc
 
@@ -43,7 +44,7 @@ from .exceptions import (
 )
 from .trial import Trial
 
-__all__ = ["Rule", "invoke_rule"]
+__all__ = ["Rule", "invoke_rule", "RequiredTensors", "RequiredTensorsForTrial"]
 
 logger = logging.getLogger("tensorkeep")
 
@@ -52,12 +53,131 @@ _PROGRESS_INTERVAL = 1.0
 _BACKOFF_MAX = 2.0
 
 
+class RequiredTensorsForTrial:
+    """The tensors (and steps) a rule declared it needs from one trial (smdebug's)."""
+
+    def __init__(self, trial: Trial):
+        self.trial = trial
+        self._tensor_steps: Dict[str, List[int]] = {}
+        self._tensors: Dict[str, Any] = {}
+        self.logger = trial.logger
+
+    def _add_steps_for_tensor(self, name: str, steps: Iterable[int]) -> None:
+        self._tensor_steps.setdefault(name, []).extend(steps)
+        if name not in self._tensors:
+            self._tensors[name] = self.trial.tensor(name)
+
+    def add(self, name: str, steps: Iterable[int], should_match_regex: bool = False) -> None:
+        """Requires ``name`` (a regex when ``should_match_regex``) at ``steps``;
+        TensorUnavailable for a name the trial has not saved."""
+        steps = list(steps)
+        if should_match_regex:
+            for n in self.trial.tensor_names(regex=[name]):
+                self._add_steps_for_tensor(n, steps)
+        else:
+            if not self.trial.has_tensor(name):
+                raise TensorUnavailable(name)
+            self._add_steps_for_tensor(name, steps)
+
+    def get_tensor_steps(self, name: str) -> List[int]:
+        return self._tensor_steps[name]
+
+    def get_names(self) -> Iterable[str]:
+        return self._tensor_steps.keys()
+
+    def get(self) -> Iterable[Any]:
+        """The required Tensor objects."""
+        return self._tensors.values()
+
+    def clear(self) -> None:
+        self._tensor_steps.clear()
+        self._tensors.clear()
+
+    def fetch(self) -> None:
+        """Waits for the required steps, then reads every required value: raises
+        (StepUnavailable, TensorUnavailableForStep, ...) if one is missing."""
+        required = sorted({s for steps in self._tensor_steps.values() for s in steps})
+        if required:
+            self.logger.debug("Waiting for required_steps: %s", required)
+            self.trial.wait_for_steps(required)
+        for name, steps in self._tensor_steps.items():
+            t = self._tensors[name]
+            for st in steps:
+                t.value(st)
+
+
+class RequiredTensors:
+    """smdebug's ``rule.req_tensors``: what ``set_required_tensors`` declares,
+    per trial (the base trial unless ``trial`` is given)."""
+
+    def __init__(self, base_trial: Trial, other_trials: Optional[Sequence[Trial]]):
+        self.base_trial = base_trial
+        self._per_trial: Dict[Trial, RequiredTensorsForTrial] = {
+            base_trial: RequiredTensorsForTrial(base_trial)
+        }
+        for t in other_trials or ():
+            self._per_trial[t] = RequiredTensorsForTrial(t)
+
+    def add(self, name: str, steps: Iterable[int], trial: Optional[Trial] = None, should_match_regex: bool = False) -> None:
+        self._per_trial[trial or self.base_trial].add(name, steps, should_match_regex=should_match_regex)
+
+    def get_tensor_steps(self, name: str, trial: Optional[Trial] = None) -> List[int]:
+        return self._per_trial[trial or self.base_trial].get_tensor_steps(name)
+
+    def get_names(self, trial: Optional[Trial] = None) -> Iterable[str]:
+        return self._per_trial[trial or self.base_trial].get_names()
+
+    def get(self, trial: Optional[Trial] = None) -> Iterable[Any]:
+        return self._per_trial[trial or self.base_trial].get()
+
+    def clear(self) -> None:
+        for r in self._per_trial.values():
+            r.clear()
+
+    def fetch(self) -> None:
+        for r in self._per_trial.values():
+            r.fetch()
+
+
+def _parse_action(action_str: str) -> str:
+    """smdebug's ``action_str`` (a JSON action, or list of them) to tensorkeep's
+    action: "stop" for StopTraining, "" for none. Email and SMS actions have
+    no equivalent here: they are logged and ignored."""
+    if not action_str:
+        return ""
+    if action_str in ("stop", ""):
+        return action_str
+    try:
+        parsed = json.loads(action_str)
+    except ValueError:
+        raise ValueError(
+            f"invalid rule action {action_str!r}: expected '', 'stop' or smdebug's JSON action "
+            '(e.g. \'{"name": "StopTraining"}\')'
+        ) from None
+    actions = parsed if isinstance(parsed, list) else [parsed]
+    out = ""
+    for a in actions:
+        name = str(a.get("name", "")).lower() if isinstance(a, dict) else ""
+        if name == "stoptraining":
+            out = "stop"
+        else:
+            logger.warning("rule action %r is not supported by tensorkeep; ignored", a)
+    return out
+
+
 class Rule(ABC):
     """A rule anchored to ``base_trial``, possibly comparing it with ``other_trials``.
 
+    ``Rule(base_trial, action_str="", other_trials=None)`` as smdebug's.
     Subclasses implement ``invoke_at_step(step) -> bool`` and see
-    ``self.base_trial``, ``self.other_trials`` and ``self.trials`` (all of them),
-    as in smdebug.
+    ``self.base_trial``, ``self.other_trials``, ``self.trials`` (all of them),
+    ``self.req_tensors`` (filled by ``set_required_tensors(step)`` before each
+    evaluation and fetched, as smdebug), ``self.report`` (smdebug's report
+    dict, for the rule to fill) and ``self.logger``.
+
+    ``action_str``: "" (no action), "stop", or smdebug's JSON action
+    (``{"name": "StopTraining", ...}`` maps to "stop"; Email/SMS are ignored
+    with a warning).
 
     Keyword-only, all optional (they may also be set as attributes after
     construction):
@@ -67,33 +187,51 @@ class Rule(ABC):
             status to the collector (InProgress, IssuesFound, NoIssuesFound,
             Error), as the C++ rule worker does; ``base_trial.rule_statuses()``
             and ``tensorkeep rules TRIAL`` show it.
-        action: "" or "stop": with "stop", an IssuesFound report makes the
-            collector ask the trial's writers to stop (``Writer.stop_requested``).
+        action: "" or "stop" (overrides ``action_str``): with "stop", an
+            IssuesFound report makes the collector ask the trial's writers to
+            stop (``Writer.stop_requested``).
     """
 
     def __init__(
         self,
         base_trial: Trial,
+        action_str: Any = "",
         other_trials: Optional[Sequence[Trial]] = None,
         *,
         name: Optional[str] = None,
         report_to_collector: bool = False,
-        action: str = "",
+        action: Optional[str] = None,
     ):
         if not isinstance(base_trial, Trial):
             raise TypeError(f"base_trial must be a Trial, got {type(base_trial).__name__}")
+        if not isinstance(action_str, str) and action_str is not None:
+            # Rule(base, [other trials]): tensorkeep's older order.
+            if other_trials is not None:
+                raise TypeError("action_str must be a str")
+            action_str, other_trials = "", action_str
         self.base_trial = base_trial
         self.other_trials = other_trials
         self.trials: List[Trial] = [base_trial] + list(other_trials or [])
+        self.req_tensors = RequiredTensors(base_trial, other_trials)
         self.logger = logger
         self.rule_name = name or type(self).__name__
+        self.report: Dict[str, Any] = {
+            "RuleTriggered": 0,
+            "Violations": 0,
+            "Details": {},
+            "Datapoints": 0,
+            "RuleParameters": "",
+        }
         self.report_to_collector = report_to_collector
+        self.action_str = action_str or ""
+        action = _parse_action(self.action_str) if action is None else action
         if action not in ("", "stop"):
             raise ValueError(f"invalid rule action {action!r}: expected '' or 'stop'")
         self.action = action
 
     def set_required_tensors(self, step: int) -> None:
-        """smdebug compatibility; tensors are fetched on demand here."""
+        """Declares, with ``self.req_tensors.add(name, steps)``, what the
+        evaluation at ``step`` needs; fetched before ``invoke_at_step``."""
 
     @abstractmethod
     def invoke_at_step(self, step: int) -> bool:
@@ -105,13 +243,19 @@ class Rule(ABC):
         Raises RuleEvaluationConditionMet when ``invoke_at_step`` returns True,
         and StepUnavailable / NoMoreData as ``wait_for_steps`` does.
         """
+        self.logger.debug("Invoking rule %s for step %s", self.rule_name, step)
         self.base_trial.wait_for_steps([step])
         self._evaluate(step)
 
     def _evaluate(self, step: int) -> None:
-        # Do not refresh during invoke_at_step: the step is already complete,
-        # and every query inside sees the same steps.
+        # The trials show what they hold now, then do not refresh during
+        # invoke_at_step: every query inside sees the same steps (smdebug).
+        for t in self.trials:
+            t.maybe_refresh()
         with no_refresh(self.trials):
+            self.req_tensors.clear()
+            self.set_required_tensors(step)
+            self.req_tensors.fetch()
             val = self.invoke_at_step(step)
         if val:
             raise RuleEvaluationConditionMet(self.rule_name, step)

@@ -11,7 +11,14 @@ import numpy as np
 
 from . import _dtypes, _errors, _names
 from ._channel import pb
-from .exceptions import TensorkeepError, TensorUnavailable, TrialNotFound
+from .exceptions import (
+    ShapeUnavailableForStep,
+    SMDebugNotImplementedError,
+    TensorkeepError,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+    TrialNotFound,
+)
 from .modes import ModeKeys, to_mode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,6 +72,7 @@ class Tensor:
         """
         mode = to_mode(mode, allow_none=True)
         step_num = _names.check_step(step_num)
+        self.trial._check_step_visible(step_num, mode, self.name)
         req = self._request(step_num, mode, worker)
         ctx = dict(step=step_num, mode=mode, worker=worker)
         value = None
@@ -98,10 +106,52 @@ class Tensor:
         ctx = dict(mode=mode, worker=worker)
         for h, arr in self._decode(t._stream("GetValues", req, bulk=True), ctx):
             out[h.mode_step if by_mode_step else h.step] = arr
-        if not t.dynamic_refresh:  # inside no_refresh: the steps seen when it began
+        if not t.dynamic_refresh:  # inside no_refresh: the steps seen at the last refresh
             frozen = set(self.steps(mode))
             out = {s: v for s, v in out.items() if s in frozen}
         return out
+
+    def shape(self, step_num: int, mode: Any = ModeKeys.GLOBAL, worker: Optional[str] = None) -> Tuple[int, ...]:
+        """The shape of the tensor saved at a step, as a tuple (smdebug's method).
+
+        Raises ShapeUnavailableForStep when only reductions were saved there,
+        and what ``value`` raises for a step that was not saved.
+        """
+        mode = to_mode(mode, allow_none=True)
+        step_num = _names.check_step(step_num)
+        self.trial._check_step_visible(step_num, mode, self.name)
+        req = self._request(step_num, mode, worker)
+        ctx = dict(step=step_num, mode=mode, worker=worker)
+        stream = self.trial._stream("GetValue", req, bulk=True)
+        try:
+            for m in _unpack(stream):
+                if m.header:  # the header carries the shape: no need for the data
+                    return tuple(int(d) for d in m.shape)
+        except grpc.RpcError as e:
+            err = _errors.translate(e, trial=self.trial.trial, tname=self.name, **ctx)
+            if isinstance(err, TrialNotFound):
+                err = TensorUnavailable(self.name)
+            if isinstance(err, TensorUnavailableForStep) and self._has_saved_reductions(step_num, mode, worker):
+                err = ShapeUnavailableForStep(self.name, step_num, mode)
+            raise err from None
+        finally:
+            stream.cancel()
+        raise ShapeUnavailableForStep(self.name, step_num, mode)
+
+    def shapes(self, mode: Any = ModeKeys.GLOBAL, worker: Optional[str] = None) -> Dict[int, Tuple[int, ...]]:
+        """``{step: shape}`` for every (complete) step of ``mode`` (smdebug's method)."""
+        return {s: self.shape(s, mode=mode, worker=worker) for s in self.steps(mode)}
+
+    def step(self, step_num: int, mode: Any = ModeKeys.GLOBAL, worker: Optional[str] = None) -> None:
+        raise SMDebugNotImplementedError(
+            "step method has been removed. Please use tensor.value or tensor.reduction_value methods"
+        )
+
+    def _has_saved_reductions(self, step_num: int, mode: ModeKeys, worker: Optional[str]) -> bool:
+        try:
+            return bool(self.reduction_values(step_num, mode=mode, worker=worker))
+        except TensorkeepError:
+            return False
 
     def reduction_value(
         self,
@@ -110,15 +160,17 @@ class Tensor:
         mode: Any = ModeKeys.GLOBAL,
         worker: Optional[str] = None,
         abs: bool = False,
-    ) -> float:
+    ) -> Any:
         """Gets the reduction value of the tensor at a particular step.
 
         ``reduction_name`` is one of min, max, mean, std, variance, sum, prod and
         the norms l1, l2 (of the flattened tensor); with ``abs`` the reduction is
-        taken of the absolute value. A reduction saved by the training job is
-        returned as saved; otherwise it is computed on the collector from the
-        saved tensor. If neither is available, raises TensorUnavailableForStep.
-        ``std`` and ``variance`` are population statistics (ddof=0).
+        taken of the absolute value. As smdebug: a reduction saved by the
+        training job is returned as saved, a float64 array of shape ``(1,)``;
+        otherwise it is computed (on the collector) from the saved tensor and
+        returned as a numpy float64 scalar. If neither is available, raises
+        TensorUnavailableForStep. A computed ``std``/``variance`` is the
+        population statistic (ddof=0, numpy's, as smdebug computes it).
         """
         if reduction_name not in REDUCTION_NAMES:
             raise ValueError(
@@ -126,6 +178,11 @@ class Tensor:
             )
         mode = to_mode(mode, allow_none=True)
         step_num = _names.check_step(step_num)
+        self.trial._check_step_visible(step_num, mode, self.name)
+        saved = self.reduction_values(step_num, mode=mode, worker=worker)
+        key = (reduction_name, bool(abs))
+        if key in saved:
+            return saved[key]
         req = pb.ReductionsRequest(
             tensor=self._request(step_num, mode, worker),
             reductions=[pb.ReductionSpec(name=reduction_name, abs=bool(abs))],
@@ -133,22 +190,23 @@ class Tensor:
         resp = self._unary("GetReductions", req, step_num, mode, worker)
         for r in resp.reductions:
             if r.name == reduction_name and r.abs == bool(abs):
-                return float(r.value)
+                return np.float64(r.value)
         raise TensorkeepError(f"the collector did not return {reduction_name} of {self.name}")
 
     def reduction_values(
         self, step_num: int, mode: Any = ModeKeys.GLOBAL, worker: Optional[str] = None
-    ) -> Dict[Tuple[str, bool], float]:
+    ) -> Dict[Tuple[str, bool], np.ndarray]:
         """Gets all reduction values saved for the tensor at a particular step.
 
-        Returns ``{(reduction_name, abs): value}``. Only the reductions which were
+        Returns ``{(reduction_name, abs): value}``, each value a float64 array of
+        shape ``(1,)`` as smdebug returns them. Only the reductions which were
         saved from the training job are returned; none are computed.
         """
         mode = to_mode(mode, allow_none=True)
         step_num = _names.check_step(step_num)
         req = pb.ReductionsRequest(tensor=self._request(step_num, mode, worker), saved_only=True)
         resp = self._unary("GetReductions", req, step_num, mode, worker)
-        return {(r.name, bool(r.abs)): float(r.value) for r in resp.reductions}
+        return {(r.name, bool(r.abs)): np.array([r.value], dtype=np.float64) for r in resp.reductions}
 
     def workers(self, step_num: int, mode: Any = ModeKeys.GLOBAL) -> List[str]:
         """Gets all the workers for which this tensor was saved at a given step (sorted)."""
@@ -157,20 +215,19 @@ class Tensor:
         req = pb.TensorWorkersRequest(trial=self.trial.trial, tensor=self.name, step=step_num, mode=int(mode))
         return sorted(self._unary("TensorWorkers", req, step_num, mode, None).workers)
 
-    def prev_steps(self, step: int, n: int, mode: Any = ModeKeys.GLOBAL) -> List[int]:
+    def prev_steps(self, step: int, n: Optional[int] = None, mode: Any = ModeKeys.GLOBAL) -> List[int]:
         """Gets the last ``n`` steps (of ``mode``) at which the tensor was saved, up to and
-        including ``step``, in ascending order. Fewer if fewer were saved."""
+        including ``step``, in ascending order. Fewer if fewer were saved. ``n``
+        None (or 0, as smdebug's ``if n:``) gives every such step."""
         mode = to_mode(mode, allow_none=True)
         step = _names.check_step(step)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"n must be a non-negative int, got {n!r}")
-        if n == 0:
-            return []
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ValueError(f"n must be a non-negative int or None, got {n!r}")
         t = self.trial
-        if t.range_steps is not None or not t.dynamic_refresh:
+        if not n or t.range_steps is not None or not t.dynamic_refresh:
             # Honour range_steps / a frozen view: from the steps this trial sees.
             steps = [s for s in self.steps(mode) if s <= step]
-            return steps[-n:]
+            return steps[-n:] if n else steps
         req = pb.PrevStepsRequest(trial=t.trial, tensor=self.name, step=step, n=n, mode=int(mode))
         return list(self._unary("PrevSteps", req, step, mode, None).steps)
 

@@ -1,9 +1,9 @@
 """Trial: queries the tensors of one training job on a collector (smdebug's Trial API).
 
 A Trial sees the newest complete steps at every call ("always fresh"); inside
-``tensorkeep.analysis.no_refresh(trial)`` each listing (steps, tensor names,
-modes, workers, collections) is fetched once and then served unchanged until
-the block ends.
+``tensorkeep.analysis.utils.no_refresh(trial)`` it shows the trial as of the
+last refresh before the block (the last query made while refreshing), as
+smdebug does: steps, tensor names and values of later steps stay hidden.
 
 A trial can be created before its job writes anything (live analysis): until
 the collector has seen the trial, listings are empty, ``has_passed_step`` says
@@ -14,6 +14,9 @@ Thread safety: a Trial may be used from several threads; ``no_refresh`` and
 ``refresh`` affect every thread using it.
 """
 
+import difflib
+import logging
+import re
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
@@ -22,10 +25,12 @@ import grpc
 from . import _channel, _errors, _names
 from ._address import Address
 from ._channel import pb
-from .collection import Collection
+from .core.collection import Collection, CollectionKeys
 from .exceptions import (
     CollectorUnavailable,
+    InvalidWorker,
     NoMoreData,
+    SMDebugNotImplementedError,
     StepNotYetAvailable,
     StepUnavailable,
     TensorkeepError,
@@ -42,6 +47,37 @@ from .tensor import Tensor
 _READ_RETRY_DELAYS = (0.1, 0.3, 1.0)
 # How often wait_for_steps looks for a trial the collector has not seen yet.
 _TRIAL_POLL_MAX = 1.0
+# A global step no trial reaches: "no limit" for the view's watermarks.
+_NO_LIMIT = 1 << 63
+
+logger = logging.getLogger("tensorkeep")
+
+
+def _name_order(tname: str) -> int:
+    """smdebug's order of inputs/labels/predictions: by the name's numeric suffix."""
+    if not re.match(r".+_\d+", tname):
+        tname = f"{tname}_0"
+    try:
+        return int(tname.split("_")[-1])
+    except ValueError:
+        return 0
+
+
+class _View:
+    """The trial as the collector described it at the last refresh."""
+
+    __slots__ = ("complete_through", "last_step", "ended", "num_workers", "workers")
+
+    def __init__(self, summary: Any = None):
+        if summary is None:  # the collector has not seen the trial
+            self.complete_through, self.last_step, self.ended = -1, -1, False
+            self.num_workers, self.workers = 0, []
+            return
+        self.complete_through = int(summary.complete_through)
+        self.last_step = int(summary.last_step)
+        self.ended = bool(summary.ended)
+        self.num_workers = int(summary.num_workers)
+        self.workers = list(summary.workers)
 
 
 class Trial:
@@ -59,6 +95,7 @@ class Trial:
         name: Optional[str] = None,
         range_steps: Optional[Tuple[Optional[int], Optional[int]]] = None,
     ):
+        self.logger = logger  # smdebug's attribute (its Rule reads trial.logger)
         self.address = address
         self.trial = address.trial
         self.path = address.url
@@ -74,10 +111,20 @@ class Trial:
         self._bulk_stub: Any = None
         self._tensors: Dict[str, Tensor] = {}
         self._step_maps: Dict[Tuple[int, int], Any] = {}
-        # no_refresh/refresh: a stack of previous states, and the listings cache.
+        # no_refresh/refresh: a stack of previous states; the trial as of the
+        # last refresh (_view, numbered _view_gen); listings seen at that
+        # refresh (_seen: key -> (gen, value)); listings answered inside the
+        # current no_refresh block (_cache).
         self.dynamic_refresh = True
         self._refresh_stack: List[bool] = []
         self._cache: Dict[tuple, Any] = {}
+        self._view: Optional[_View] = None
+        self._view_gen = 0
+        self._seen: Dict[tuple, Tuple[int, Any]] = {}
+        # Collections handed out by collection(): the caller may edit them
+        # (include, add_tensor_name), and queries use the edits, as smdebug.
+        self._local_collections: Dict[str, Collection] = {}
+        self._warned_not_found = False
 
     # ------------------------------------------------------------------
     # Names and steps
@@ -85,14 +132,18 @@ class Trial:
 
     def tensor_names(
         self,
+        show_prefixed_tensors: bool = False,
+        *,
         step: Optional[int] = None,
         mode: Any = ModeKeys.GLOBAL,
         regex: Union[str, Iterable[str], None] = None,
         collection: Union[str, Collection, None] = None,
     ) -> List[str]:
-        """Retrieves names of tensors saved.
+        """Retrieves names of tensors saved (smdebug's signature).
 
         Args:
+            show_prefixed_tensors: accepted for smdebug's signature; tensorkeep
+                stores no prefixed (TF2 internal) tensors, so it changes nothing.
             step: only tensors saved at this step. The step number is treated as
                 a step of ``mode`` (a global step by default).
             mode: only tensors saved in this mode (modes.GLOBAL: any).
@@ -100,14 +151,19 @@ class Trial:
                 semantics, as ``re.search``) are returned. The collector runs
                 them with RE2: Python's syntax without backreferences or
                 lookahead/lookbehind; a regex it refuses raises BadRequest.
-            collection: a Collection or the name of one.
+            collection: a Collection or the name of one: the tensors saved as
+                part of it, and those its ``include_regex`` matches (a
+                collection edited locally with ``include``/``add_tensor_name``
+                counts with its edits, as in smdebug).
 
         You can only pass one of ``regex`` and ``collection`` (ValueError).
         Returns a sorted list of names, empty for a trial not seen yet.
+        Restricted to ``range_steps`` and, inside ``no_refresh``, to the steps
+        seen at the last refresh.
         """
         mode = to_mode(mode, allow_none=True)
         if regex is not None and collection is not None:
-            raise ValueError("tensor_names: pass only one of regex and collection")
+            raise ValueError("Only one of `regex` or `collection` can be passed to this method")
         regexes: List[str] = []
         if regex is not None:
             regexes = [regex] if isinstance(regex, str) else list(regex)
@@ -115,7 +171,6 @@ class Trial:
                 if not isinstance(r, str):
                     raise TypeError(f"regex must be a str or a list of str, got {type(r).__name__}")
             _names.check_regexes(regexes)
-        coll = ""
         if collection is not None:
             if isinstance(collection, Collection):
                 coll = collection.name
@@ -123,6 +178,10 @@ class Trial:
                 coll = collection
             else:
                 raise TypeError(f"Invalid argument type for collection {collection.__class__}")
+            return self._collection_tensor_names(coll, step, mode)
+        return self._names(step, mode, regexes, "")
+
+    def _names(self, step: Optional[int], mode: ModeKeys, regexes: List[str], coll: str) -> List[str]:
         req = pb.ListTensorNamesRequest(trial=self.trial, mode=int(mode), regex=regexes, collection=coll)
         if step is not None:
             req.has_step = True
@@ -132,10 +191,65 @@ class Trial:
             try:
                 names = sorted(self._unary("ListTensorNames", req, step=step, mode=mode).names)
             except TrialNotFound:
+                self._warn_not_found()
                 return []
-            return names
+            return self._names_in_view(names, step, mode)
 
-        return list(self._listing(("names", req.SerializeToString()), fetch))
+        return list(self._listing(("names", req.SerializeToString()), fetch, names=True))
+
+    def _names_in_view(self, names: List[str], step: Optional[int], mode: ModeKeys) -> List[str]:
+        """Keeps the names saved within range_steps (and, inside no_refresh, at
+        steps seen at the last refresh), as smdebug loads only those steps."""
+        begin, end = self._step_bounds(show_incomplete=True)
+        if begin == 0 and end >= _NO_LIMIT:
+            return names
+        if step is not None:
+            try:
+                g = step if mode == ModeKeys.GLOBAL else self._map(mode, step).global_step
+            except TensorkeepError:
+                return []
+            return names if begin <= g < end else []
+        if end <= begin:
+            return []
+        if not self.dynamic_refresh and self.range_steps is None:
+            # Nothing new since the last refresh: no name to hide.
+            try:
+                now = self._unary("GetTrial", pb.TrialRef(trial=self.trial))
+                if int(now.last_step) < end:
+                    return names
+            except TensorkeepError:
+                pass
+        out = []
+        for n in names:
+            req = pb.ListStepsRequest(
+                trial=self.trial, mode=int(mode), show_incomplete_steps=True, tensor=n,
+                range_begin=begin, range_end=0 if end >= _NO_LIMIT else end,
+            )
+            try:
+                if self._unary("ListSteps", req, tname=n, mode=mode).steps:
+                    out.append(n)
+            except TensorkeepError:
+                pass
+        return out
+
+    def _collection_tensor_names(self, coll: str, step: Optional[int], mode: ModeKeys) -> List[str]:
+        saved = set(self._names(step, mode, [], coll))
+        local = self._local_collections.get(coll)
+        if local is None:
+            return sorted(saved)
+        # The caller's edits: names added, and regexes (smdebug: names of
+        # saved tensors matching any regex of the collection).
+        everything = self._names(step, mode, [], "")
+        saved.update(n for n in local.tensor_names if n in set(everything))
+        if local.include_regex:
+            try:
+                pats = [re.compile(r) for r in local.include_regex]
+            except re.error as e:
+                raise ValueError(f"collection {coll!r}: invalid include_regex: {e}") from None
+            saved.update(n for n in everything if any(p.search(n) for p in pats))
+        if not saved:
+            self.logger.warning("No tensors from the collection %s were saved", coll)
+        return sorted(saved)
 
     def tensor(self, tname: str) -> Tensor:
         """Retrieves the Tensor object named ``tname``; TensorUnavailable if it was not saved."""
@@ -179,29 +293,44 @@ class Trial:
             try:
                 summary = self._unary("GetTrial", pb.TrialRef(trial=self.trial))
             except TrialNotFound:
+                self._warn_not_found()
                 return []
             return sorted(ModeKeys(m) for m in summary.modes if m in ModeKeys._value2member_map_)
 
-        return list(self._listing(("modes",), fetch))
+        return list(self._listing(("modes",), fetch, names=True))
 
-    def mode(self, global_step: int) -> ModeKeys:
-        """Returns the mode of a global step.
+    def mode_modestep(self, global_step: int) -> Tuple[Optional[ModeKeys], Optional[int]]:
+        """Returns ``(mode, mode_step)`` of a global step; ``(None, None)`` for a
+        step the trial has not saved (or outside range_steps), as smdebug."""
+        m = self._map_or_none(ModeKeys.GLOBAL, global_step)
+        if m is None:
+            return None, None
+        return m.mode_k, m.mode_step
 
-        Raises StepUnavailable (or StepNotYetAvailable) for a step that was not
-        saved (smdebug returns None there).
-        """
-        return self._map(ModeKeys.GLOBAL, global_step).mode_k
+    def mode(self, global_step: int) -> Optional[ModeKeys]:
+        """Returns the mode of a global step; None if it was not saved (smdebug)."""
+        return self.mode_modestep(global_step)[0]
 
-    def mode_step(self, global_step: int) -> int:
-        """Returns the mode step of a global step (see ``mode``)."""
-        return self._map(ModeKeys.GLOBAL, global_step).mode_step
+    def mode_step(self, global_step: int) -> Optional[int]:
+        """Returns the mode step of a global step; None if it was not saved (smdebug)."""
+        return self.mode_modestep(global_step)[1]
 
-    def global_step(self, mode: Any, mode_step: int) -> int:
-        """Returns the global step of step ``mode_step`` of ``mode``."""
+    def global_step(self, mode: Any, mode_step: int) -> Optional[int]:
+        """Returns the global step of step ``mode_step`` of ``mode``; None if that
+        mode step was not saved (smdebug). For GLOBAL, ``mode_step`` itself."""
         mode = to_mode(mode)
         if mode == ModeKeys.GLOBAL:
             return _names.check_step(mode_step, "mode_step")
-        return self._map(mode, mode_step).global_step
+        m = self._map_or_none(mode, mode_step)
+        return None if m is None else m.global_step
+
+    def _map_or_none(self, mode: ModeKeys, step: int) -> Optional["_StepMap"]:
+        try:
+            m = self._map(mode, step)
+        except (StepUnavailable, StepNotYetAvailable, NoMoreData):
+            return None
+        begin, end = self._step_bounds(show_incomplete=True)
+        return m if begin <= m.global_step < end else None
 
     def workers(self) -> List[str]:
         """A sorted list of names of the workers from which data was saved."""
@@ -210,35 +339,105 @@ class Trial:
             try:
                 return sorted(self._unary("ListWorkers", pb.TrialRef(trial=self.trial)).workers)
             except TrialNotFound:
+                self._warn_not_found()
                 return []
 
-        return list(self._listing(("workers",), fetch))
+        return list(self._listing(("workers",), fetch, names=True))
+
+    @property
+    def worker_set(self) -> set:
+        """The set of workers from which data was saved (smdebug's attribute)."""
+        return set(self.workers())
+
+    @property
+    def num_workers(self) -> int:
+        """How many workers the trial expects (smdebug's attribute; 0 before any write)."""
+        return self._current_view().num_workers
+
+    @property
+    def last_complete_step(self) -> int:
+        """The highest global step every expected worker finished, -1 if none
+        (smdebug's attribute; after the end, the last step saved)."""
+        v = self._current_view()
+        if v.complete_through < 0:
+            return -1
+        return min(v.complete_through, v.last_step) if v.last_step >= 0 else -1
 
     def collections(self) -> Dict[str, Collection]:
-        """A dictionary indexed by the name of the collection, with the Collection as value."""
+        """A dictionary indexed by the name of the collection, with the Collection as value.
 
-        def fetch() -> Dict[str, Collection]:
+        Collections made or edited with ``collection(name)`` are included, with
+        their edits.
+        """
+
+        def fetch() -> Dict[str, List[str]]:
             try:
                 resp = self._unary("ListCollections", pb.TrialRef(trial=self.trial))
             except TrialNotFound:
+                self._warn_not_found()
                 return {}
-            return {c.name: Collection(c.name, c.tensor_names) for c in resp.collections}
+            return {c.name: list(c.tensor_names) for c in resp.collections}
 
-        return dict(self._listing(("collections",), fetch))
+        saved = dict(self._listing(("collections",), fetch, names=True))
+        out: Dict[str, Collection] = {}
+        for name in sorted(set(saved) | set(self._local_collections)):
+            out[name] = self._merge_collection(name, saved.get(name, ()))
+        return out
 
     def collection(self, coll_name: str) -> Collection:
-        """The Collection named ``coll_name``; KeyError if the trial has none so named."""
+        """The Collection named ``coll_name``, made on demand as smdebug does.
+
+        A name the trial has no tensors for gives an empty Collection. The same
+        object is returned each time: edit it (``include``,
+        ``add_tensor_name``) and ``tensor_names(collection=...)`` follows the
+        edits. The edits stay in this Trial; the collector is not changed.
+        """
         if not isinstance(coll_name, str):
             raise TypeError(f"collection name must be a str, got {type(coll_name).__name__}")
         if not self.dynamic_refresh:
-            return self.collections()[coll_name]
+            return self.collections().get(coll_name) or self._merge_collection(coll_name, ())
         try:
             c = self._unary("GetCollection", pb.CollectionRequest(trial=self.trial, name=coll_name))
+            names: Iterable[str] = c.tensor_names
         except TensorkeepError as e:
-            if isinstance(e, TrialNotFound) or e.code == "NOT_FOUND":
-                raise KeyError(coll_name) from None
-            raise
-        return Collection(c.name, c.tensor_names)
+            if not (isinstance(e, TrialNotFound) or e.code == "NOT_FOUND"):
+                raise
+            names = ()
+        return self._merge_collection(coll_name, names)
+
+    def _merge_collection(self, name: str, saved: Iterable[str]) -> Collection:
+        c = self._local_collections.get(name)
+        if c is None:
+            c = Collection(name, tensor_names=saved)
+            self._local_collections[name] = c
+        else:
+            for n in saved:  # what the job saved since; the caller's edits stay
+                c.add_tensor_name(n)
+        return c
+
+    # ------------------------------------------------------------------
+    # smdebug's shortcuts to inputs, labels and predictions
+    # ------------------------------------------------------------------
+
+    def inputs(self, step: int, mode: Any = ModeKeys.GLOBAL) -> List[Any]:
+        """The values of the ``inputs`` collection's tensors at ``step``, ordered by
+        the number that ends their names (smdebug's order)."""
+        names = sorted(
+            self.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS), key=_name_order
+        )
+        return [self.tensor(n).value(step, mode=mode) for n in names]
+
+    def labels(self, step: int, mode: Any = ModeKeys.GLOBAL) -> List[Any]:
+        """The values of the tensors matching ``labels*`` at ``step`` (smdebug)."""
+        return self._outputs(step, mode, "labels*")
+
+    def predictions(self, step: int, mode: Any = ModeKeys.GLOBAL) -> List[Any]:
+        """The values of the tensors matching ``predictions*`` at ``step`` (smdebug)."""
+        return self._outputs(step, mode, "predictions*")
+
+    def _outputs(self, step: int, mode: Any, regex: str) -> List[Any]:
+        names = sorted(self.tensor_names(step=step, mode=mode, regex=regex), key=_name_order)
+        return [self.tensor(n).value(step, mode=mode) for n in names]
 
     # ------------------------------------------------------------------
     # Live trials
@@ -261,11 +460,22 @@ class Trial:
                 mode=mode,
             )
         except TrialNotFound:
+            self._warn_not_found()
             return StepState.NOT_YET_AVAILABLE
-        return {
+        state = {
             pb.AVAILABLE: StepState.AVAILABLE,
             pb.UNAVAILABLE: StepState.UNAVAILABLE,
         }.get(resp.state, StepState.NOT_YET_AVAILABLE)
+        if state == StepState.AVAILABLE and (self.range_steps is not None or not self.dynamic_refresh):
+            try:
+                self._check_step_visible(step, mode)
+            except StepUnavailable:
+                return StepState.UNAVAILABLE
+            except (StepNotYetAvailable, NoMoreData):
+                return StepState.NOT_YET_AVAILABLE
+        elif self.dynamic_refresh:
+            self._refresh_view()
+        return state
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: Any = ModeKeys.GLOBAL, timeout: Optional[float] = None
@@ -295,6 +505,7 @@ class Trial:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 self._wait_once(steps, mode, remaining)
+                self.refresh_data()  # smdebug waits inside refresh(): the trial now shows them
                 return
             except TrialNotFound:
                 pass
@@ -309,6 +520,7 @@ class Trial:
                 for s in sorted(steps):  # find which step it is, as smdebug reports
                     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                     self._wait_once([s], mode, remaining)
+                self.refresh_data()
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout(f"trial {self.trial} did not appear within {timeout} s")
@@ -447,38 +659,142 @@ class Trial:
     # Internals shared with Tensor
     # ------------------------------------------------------------------
 
+    def maybe_refresh(self, name: Optional[str] = None) -> None:
+        """Looks for new data unless inside ``no_refresh`` (smdebug's method)."""
+        if self.dynamic_refresh:
+            self.refresh_data()
+
+    def refresh_data(self) -> None:
+        """Looks for new data now, even inside ``no_refresh`` (smdebug's method):
+        the trial then shows the collector's current state."""
+        self._refresh_view()
+        self._cache.clear()
+
     def _set_refresh(self, on: bool) -> None:
         """Enters a refresh (``on``) or no_refresh block; see tensorkeep.analysis."""
         self._refresh_stack.append(self.dynamic_refresh)
-        if self.dynamic_refresh != on:
-            self._cache.clear()
+        self._cache.clear()
         self.dynamic_refresh = on
 
     def _restore_refresh(self) -> None:
         """Leaves the innermost refresh/no_refresh block."""
-        prev = self._refresh_stack.pop()
-        if prev != self.dynamic_refresh:
-            self._cache.clear()
-        self.dynamic_refresh = prev
+        self._cache.clear()
+        self.dynamic_refresh = self._refresh_stack.pop()
 
-    def _listing(self, key: tuple, fetch: Callable[[], Any]) -> Any:
+    def _refresh_view(self) -> "_View":
+        """Asks the collector for the trial's state: the view no_refresh keeps."""
+        try:
+            view = _View(self._unary("GetTrial", pb.TrialRef(trial=self.trial)))
+        except TrialNotFound:
+            self._warn_not_found()
+            view = _View(None)
+        self._view = view
+        self._view_gen += 1
+        return view
+
+    def _current_view(self) -> "_View":
+        """While refreshing, the collector's state now; inside no_refresh, at the
+        last refresh (or, if there was none, when the block's first query ran)."""
+        if self.dynamic_refresh or self._view is None:
+            return self._refresh_view()
+        return self._view
+
+    def _step_bounds(self, show_incomplete: bool = False) -> Tuple[int, int]:
+        """[begin, end) of the global steps this trial shows now: range_steps, and
+        inside no_refresh the steps complete (or, with show_incomplete, saved)
+        at the last refresh."""
+        begin = self._range_begin
+        end = self._range_end or _NO_LIMIT
+        if not self.dynamic_refresh:
+            v = self._current_view()
+            through = v.last_step if show_incomplete else v.complete_through
+            end = min(end, through + 1 if through >= 0 else 0)
+        return begin, end
+
+    def _listing(self, key: tuple, fetch: Callable[[], Any], names: bool = False) -> Any:
+        """Answers a listing. While refreshing, fresh (and, for the listings that
+        steps cannot bound — names, modes, workers, collections — remembered as
+        seen at this refresh); inside no_refresh, as seen at the last refresh,
+        once per block."""
         if self.dynamic_refresh:
+            if names:
+                self._refresh_view()
+                value = fetch()
+                self._seen[key] = (self._view_gen, value)
+                return value
             return fetch()
         try:
             return self._cache[key]
         except KeyError:
-            value = fetch()
-            self._cache[key] = value
-            return value
+            pass
+        self._current_view()
+        seen = self._seen.get(key)
+        value = seen[1] if seen is not None and seen[0] == self._view_gen else fetch()
+        self._cache[key] = value
+        return value
 
     def _list_steps(self, req: Any, mode: ModeKeys) -> List[int]:
+        if not self.dynamic_refresh:
+            begin, end = self._step_bounds(req.show_incomplete_steps)
+            if end <= begin:
+                return []
+            req.range_begin = begin
+            req.range_end = 0 if end >= _NO_LIMIT else end
+        else:
+            self._refresh_view()
+
         def fetch() -> List[int]:
             try:
                 return list(self._unary("ListSteps", req, tname=req.tensor or None, mode=mode).steps)
             except TrialNotFound:
+                self._warn_not_found()
                 return []
 
         return list(self._listing(("steps", req.SerializeToString()), fetch))
+
+    def _check_step_visible(self, step: int, mode: ModeKeys, tname: Optional[str] = None) -> None:
+        """Raises what smdebug raises for a step outside range_steps or, inside
+        no_refresh, beyond the last refresh: it has not loaded that step."""
+        if self.range_steps is None and self.dynamic_refresh:
+            return
+        begin, end = self._step_bounds(show_incomplete=True)
+        if mode == ModeKeys.GLOBAL:
+            g = step
+        else:
+            m = self._map(mode, step)  # raises for a step never saved
+            g = m.global_step
+        if g < begin:
+            raise StepUnavailable(step, mode)
+        if g >= end:
+            ended = self._current_view().ended
+            if self._range_end and g >= self._range_end:  # never loaded: outside the range
+                raise StepUnavailable(step, mode) if ended else StepNotYetAvailable(step, mode)
+            if not ended:  # beyond the last refresh (no_refresh)
+                raise StepNotYetAvailable(step, mode)
+
+    def _warn_not_found(self) -> None:
+        """Warns once that the collector has no such trial (a typo?), naming the
+        nearest trial names it has; the trial may still come (live analysis)."""
+        if self._warned_not_found:
+            return
+        self._warned_not_found = True
+        try:
+            names = [t.name for t in self._stub.ListTrials(pb.ListTrialsRequest(), timeout=10).trials]
+        except Exception:  # the warning must not fail the query
+            names = []
+        near = difflib.get_close_matches(self.trial, names, n=3, cutoff=0.6)
+        hint = (
+            "; nearest trial names there: " + ", ".join(repr(n) for n in near)
+            if near
+            else f"; it has {len(names)} other trial(s)" if names else "; it has no trials yet"
+        )
+        self.logger.warning(
+            "trial %r is not on the collector %s (yet): listings are empty until its "
+            "job writes%s",
+            self.trial,
+            self.address.target,
+            hint,
+        )
 
     def _check_open(self) -> None:
         if self._closed:
@@ -494,6 +810,7 @@ class Trial:
                     "MapStep", pb.StepMappingRequest(trial=self.trial, mode=int(mode), step=step), step=step, mode=mode
                 )
             except TrialNotFound:
+                self._warn_not_found()
                 raise StepNotYetAvailable(step, mode) from None
             m = _StepMap(m.global_step, ModeKeys(m.mode) if m.mode in ModeKeys._value2member_map_ else ModeKeys.GLOBAL, m.mode_step)
             self._step_maps[key] = m  # a step's mode never changes once saved

@@ -3,6 +3,7 @@
 from typing import Optional, Tuple
 
 from . import _address
+from .exceptions import SMDebugNotImplementedError
 from .step_state import StepState
 from .trial import Trial
 
@@ -12,8 +13,14 @@ __all__ = ["create_trial", "Trial", "StepState"]
 def create_trial(
     path: str,
     name: Optional[str] = None,
-    range_steps: Optional[Tuple[Optional[int], Optional[int]]] = None,
+    profiler: bool = False,
+    output_dir: Optional[str] = None,
     *,
+    range_steps: Optional[Tuple[Optional[int], Optional[int]]] = None,
+    parallel: bool = True,
+    check: bool = False,
+    index_mode: bool = True,
+    cache: bool = False,
     server: Optional[str] = None,
 ) -> Trial:
     """Creates a Trial over the tensors a training job saved (or is saving) to a collector.
@@ -28,8 +35,24 @@ def create_trial(
             ``begin <= step < end``; either may be None. ``(100, None)`` loads
             all steps from 100, ``(None, 100)`` all steps before 100.
 
+    ``profiler``, ``output_dir``, ``parallel``, ``check``, ``index_mode`` and
+    ``cache`` are smdebug's arguments (its signature), accepted so its calls port unchanged: the collector
+    answers every query (nothing is read in parallel or cached here), and
+    ``profiler=True`` (smdebug's profiler trial) is refused with
+    NotImplementedError, as tensorkeep stores no profiler data. A
+    ``(begin, end)`` pair passed third is taken as ``range_steps`` (this
+    function's older signature).
+
     The trial need not exist yet: a Trial made before the job writes anything
     sees no steps until the job's first steps complete (live analysis). Nothing
     is sent to the collector until the first query.
     """
+    if isinstance(profiler, (tuple, list)) and range_steps is None:
+        # create_trial(path, name, (begin, end)): tensorkeep's older order.
+        profiler, range_steps = False, profiler
+    if profiler:
+        raise SMDebugNotImplementedError(
+            "create_trial(profiler=True): tensorkeep stores no profiler data; "
+            "create the trial without profiler=True to analyse the saved tensors"
+        )
     return Trial(_address.parse(path, server), name=name, range_steps=range_steps)

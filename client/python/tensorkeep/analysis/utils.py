@@ -14,7 +14,7 @@ Similarly ``with refresh(trials):`` turns refreshing back on inside a
 """
 
 from contextlib import contextmanager
-from typing import Iterable, Iterator, List, Union
+from typing import Any, Iterable, Iterator, List, Union
 
 from ..trial import Trial
 
@@ -32,12 +32,12 @@ def _as_list(trials: Union[Trial, Iterable[Trial]]) -> List[Trial]:
 
 
 @contextmanager
-def _refresh_block(trials: Union[Trial, Iterable[Trial]], on: bool) -> Iterator[None]:
+def _refresh_block(trials: Union[Trial, Iterable[Trial]], on: bool) -> Iterator[Any]:
     ts = _as_list(trials)
     for t in ts:
         t._set_refresh(on)
     try:
-        yield
+        yield trials  # smdebug's: `with no_refresh([tr]) as [tr]:`
     finally:
         for t in reversed(ts):
             t._restore_refresh()

@@ -42,7 +42,16 @@ class CollectionKeys:
     LAYERS = "layers"
     SM_METRICS = "sm_metrics"
     OPTIMIZER_VARIABLES = "optimizer_variables"
+    TENSORFLOW_SUMMARIES = "tensorflow_summaries"
     METRICS = "metrics"
+    # XGBoost's, kept so that every smdebug CollectionKeys name exists.
+    HYPERPARAMETERS = "hyperparameters"
+    PREDICTIONS = "predictions"
+    LABELS = "labels"
+    FEATURE_IMPORTANCE = "feature_importance"
+    AVERAGE_SHAP = "average_shap"
+    FULL_SHAP = "full_shap"
+    TREES = "trees"
 
 
 DEFAULT_PYTORCH_COLLECTIONS = (
@@ -90,6 +99,8 @@ class Collection:
         if not isinstance(name, str) or not name:
             raise ValueError(f"collection name {name!r} must be a non-empty string")
         self.name = name
+        # Bumped on every change, so the hook knows to recompute its name->collections cache.
+        self._version = 0
         self.include_regex: List[str] = []
         self._compiled: List[Pattern[str]] = []
         if include_regex is not None:
@@ -100,8 +111,6 @@ class Collection:
         self.save_histogram = save_histogram
         # module -> (include_inputs, include_outputs); names resolved when the hook prepares.
         self._modules: Dict[Any, Tuple[bool, bool]] = {}
-        # Bumped on every change, so the hook knows to recompute its name->collections cache.
-        self._version = 0
 
     # -- membership ---------------------------------------------------------
     def include(self, t: Union[str, List[str]]) -> None:
@@ -127,6 +136,10 @@ class Collection:
             self._version += 1
 
     def has_tensor_name(self, tname: str) -> bool:
+        return tname in self.tensor_names
+
+    def has_tensor(self, tname: str) -> bool:
+        """True if ``tname`` was saved as part of this collection (``has_tensor_name``)."""
         return tname in self.tensor_names
 
     def add_module_tensors(self, module: Any, inputs: bool = False, outputs: bool = True) -> None:
@@ -189,11 +202,30 @@ class Collection:
             "save_histogram": self.save_histogram,
         }
 
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.to_json_dict())
+
+    def __str__(self) -> str:
+        return str(self.to_json_dict())
+
     def __hash__(self) -> int:
         return hash(self.name)
 
     def __eq__(self, other: object) -> bool:
-        return self is other
+        # smdebug's: every configured field (modules added with
+        # add_module_tensors are not compared, as smdebug has none).
+        if not isinstance(other, Collection):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.include_regex == other.include_regex
+            and self.tensor_names == other.tensor_names
+            and self.reduction_config == other.reduction_config
+            and self.save_config == other.save_config
+            and self.save_histogram == other.save_histogram
+        )
 
     def __repr__(self) -> str:
         return f"<class Collection: name={self.name}>"

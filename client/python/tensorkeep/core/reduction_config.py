@@ -3,8 +3,10 @@
 Reductions are computed in the training process, when the tensor is saved, and
 stored with the tensor record; readers get them with ``Tensor.reduction_value``.
 ``save_raw_tensor`` (default False, as in smdebug) says whether the full tensor is
-saved too. Norms are of the flattened tensor; ``std`` and ``variance`` are
-population statistics (ddof=0), as numpy's defaults.
+saved too. Norms are of the flattened tensor; the PyTorch hook saves ``std`` and
+``variance`` with torch's default ddof=1, as smdebug's PyTorch hook does (a
+reduction the collector computes from a saved tensor uses ddof=0, numpy's, as
+smdebug's reader does).
 """
 
 from __future__ import annotations

@@ -619,10 +619,11 @@ class Hook:
                 val = val.float()
             arr: Any = np.array(val.numpy(), copy=True)
             size, kind = arr.size, arr.dtype.kind
-        elif isinstance(value, (bool, int, float)):
-            # A Python number goes to the Writer as is (a float is saved as float32,
-            # an int as int64, like smdebug's scalars).
-            arr, size, kind = value, 1, "f"
+        elif np.isscalar(value):
+            # smdebug's make_numpy_array: a Python or numpy number is saved as a
+            # one-element array (a float as float64 of shape (1,)).
+            arr = np.array([value])
+            size, kind = arr.size, arr.dtype.kind
         else:
             arr = np.array(value, copy=True)
             size, kind = arr.size, arr.dtype.kind
@@ -677,10 +678,15 @@ class Hook:
         for tname, (arr, st, m, ms) in cache.items():
             if st < 0:
                 st, m, ms = 0, self._mode, 0
+            # The collections whose regexes match it (with save_all, "all": smdebug's
+            # trial finds scalars in collection "all" through its ".*").
+            colls = tuple(
+                c.name for c in self.collection_manager.collections.values() if c.matches(tname)
+            )
             try:
                 self._writer.write_tensor(
                     tname, arr, step=st, mode=client_mode(m), mode_step=ms,
-                    collections=(), reductions=None,
+                    collections=colls, reductions=None,
                 )
                 if st == self.step:
                     self._wrote_step = True
@@ -881,8 +887,10 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 def _reductions(t: torch.Tensor, specs: Tuple[Tuple[str, bool], ...]) -> Optional[Dict[Tuple[str, bool], float]]:
-    """The requested reductions of ``t``, computed in float64 (std and variance with
-    ddof=0, norms of the flattened tensor), as numpy would."""
+    """The requested reductions of ``t``, computed in float64 (norms of the flattened
+    tensor). ``std`` and ``variance`` use torch's default, Bessel's correction
+    (ddof=1), as smdebug's PyTorch hook saves them (NaN for one element), so
+    thresholds ported from smdebug keep their meaning."""
     if t.numel() == 0:
         return None
     if t.is_complex():
@@ -907,9 +915,9 @@ def _reductions(t: torch.Tensor, specs: Tuple[Tuple[str, bool], ...]) -> Optiona
         elif name == "prod":
             r = v.prod()
         elif name == "std":
-            r = v.std(unbiased=False)
+            r = v.std()  # ddof=1, smdebug's PyTorch hook (torch's default)
         elif name == "variance":
-            r = v.var(unbiased=False)
+            r = v.var()
         elif name == "l1":
             r = v.abs().sum()
         elif name == "l2":
