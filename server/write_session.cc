@@ -125,6 +125,15 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
     return Bad(absl::StrCat("num_workers must be between 1 and ", kMaxWorkers, ", got ",
                             open.num_workers()));
   }
+  if (auto existing = collector_->GetTrial(open.trial()); existing.ok() && (*existing)->ended()) {
+    // A script run twice into one trial: say so before it trains, not at its
+    // first rewritten step (smdebug refuses an existing out_dir at once).
+    return MakeError(Reason::kConflict,
+                     absl::StrCat("trial '", open.trial(),
+                                  "' has ended (its workers closed with end of training, or it was "
+                                  "ended): a new run cannot write into it; give this run a new "
+                                  "trial name, or delete the old trial first"));
+  }
   TK_ASSIGN_OR_RETURN(const uint64_t claim, collector_->ClaimWriter(open.trial(), open.worker()));
   trial_ = collector_->GetOrCreateTrial(open.trial());
   worker_ = open.worker();
@@ -194,14 +203,22 @@ absl::Status WriteSession::ValidateRecord(const v1::TensorRecord& r, bool comple
   return absl::OkStatus();
 }
 
-absl::Status WriteSession::CheckCommitted(v1::TensorRecord& r, bool* skip) const {
+absl::Status WriteSession::CheckCommitted(v1::TensorRecord& r, int64_t committed,
+                                          bool* skip) const {
   *skip = false;
   const auto conflict = [&](absl::string_view why) {
+    // `committed` is what this worker has passed, this message included; after
+    // end of training that is every step (no number to show).
+    const std::string through =
+        committed == StepTracker::kAll
+            ? std::string("it closed this trial with end of training")
+            : absl::StrCat("it has committed every step through ", committed);
     return MakeError(
         Reason::kConflict,
-        absl::StrCat("worker '", worker_, "' already committed step ", r.step(), " of trial '",
-                     trial_->name(), "' (through step ", committed_, "); tensor '", r.name(), "' ",
-                     why, ": a worker may not go back to a step it committed"));
+        absl::StrCat("worker '", worker_, "' of trial '", trial_->name(), "' writes step ",
+                     r.step(), " again (", through, "); tensor '", r.name(), "' ", why,
+                     ": a worker cannot go back to a step it committed. If this is a new run of "
+                     "the script, give it a new trial name"));
   };
   TK_ASSIGN_OR_RETURN(auto stored, collector_->FindRecord(*trial_, r.step(), worker_, r.name()));
   if (!stored.has_value()) return conflict("was not saved at that step");
@@ -358,7 +375,7 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleRecords(v1::RecordBatc
   }
   for (int i : old) {
     bool s = false;
-    TK_RETURN_IF_ERROR(CheckCommitted(records[i], &s));
+    TK_RETURN_IF_ERROR(CheckCommitted(records[i], committed, &s));
     skip[i] = s;
   }
 

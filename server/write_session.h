@@ -72,8 +72,9 @@ class WriteSession {
   // values (server/stored_record.h). Moves names and collections out.
   PendingWrite Encode(google::protobuf::RepeatedPtrField<v1::TensorRecord>& records,
                       const std::vector<int>& order, const std::vector<bool>& skip) const;
-  // OK and *skip when the record repeats what is stored for a committed step.
-  absl::Status CheckCommitted(v1::TensorRecord& record, bool* skip) const;
+  // OK and *skip when the record repeats what is stored for a committed step;
+  // `committed`: the worker's committed step once this message is applied.
+  absl::Status CheckCommitted(v1::TensorRecord& record, int64_t committed, bool* skip) const;
   PendingWrite NewWrite() const;
 
   Collector* const collector_;

@@ -488,3 +488,70 @@ def test_a_trial_name_with_a_typo_warns_once_naming_the_nearest(server, caplog):
     assert len(warnings) == 1, warnings
     assert "resnet-rnu-1" in warnings[0] and server.address in warnings[0]
     assert "'resnet-run-1'" in warnings[0]
+
+
+# ---------------------------------------------------------------------------
+# Re-running a script into the same trial fails fast, saying what to do
+# ---------------------------------------------------------------------------
+
+
+SENTINELS = ("9223372036854775807", "-1")
+
+
+def _no_sentinel(message, trial):
+    rest = message.replace(trial, "")
+    return not any(s in rest for s in SENTINELS)
+
+
+def test_rerunning_a_hook_script_fails_at_hook(trial_url, trial_name):
+    torch = pytest.importorskip("torch", reason="the hook needs python3-torch")
+    import tensorkeep.pytorch as smd
+    from tensorkeep.exceptions import Conflict
+
+    def run():
+        hook = smd.Hook(out_dir=trial_url, save_config=smd.SaveConfig(save_interval=1))
+        net = torch.nn.Linear(3, 2)
+        hook.register_module(net)
+        for _ in range(2):
+            net(torch.ones(1, 3)).sum().backward()
+        hook.close()
+
+    run()
+    with pytest.raises(Conflict) as ei:
+        run()
+    msg = str(ei.value)
+    assert f"trial '{trial_name}'" in msg and "new trial name" in msg and _no_sentinel(msg, trial_name), msg
+
+
+def test_rerunning_a_writer_fails_at_its_first_flush(trial_url, trial_name):
+    from tensorkeep.exceptions import Conflict
+
+    def run(end_of_training):
+        w = Writer(trial_url)
+        for s in range(3):
+            w.write_tensor("x", np.full(2, s + 0.5, np.float32), s)
+            w.end_step(s)
+        w.flush()
+        w.close(end_of_training=end_of_training)
+
+    run(end_of_training=False)  # an interrupted run: the trial goes on
+    w = Writer(trial_url)
+    w.write_tensor("x", np.zeros(2, np.float32), 0)  # other data at a committed step
+    with pytest.raises(Conflict) as ei:
+        w.flush()
+    msg = str(ei.value)
+    assert "writes step 0 again" in msg and "through 2" in msg and "new trial name" in msg, msg
+    assert trial_name in msg and _no_sentinel(msg, trial_name), msg
+    with pytest.raises(Conflict):
+        w.close()
+
+    w2 = Writer(trial_url)
+    w2.close(end_of_training=True)  # ends the trial
+    w3 = Writer(trial_url)
+    with pytest.raises(Conflict) as ei:
+        w3.write_tensor("x", np.zeros(2, np.float32), 0)
+        w3.flush()
+    msg = str(ei.value)
+    assert f"trial '{trial_name}' has ended" in msg and "new trial name" in msg and _no_sentinel(msg, trial_name), msg
+    with pytest.raises(Conflict):
+        w3.close()

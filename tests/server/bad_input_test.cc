@@ -137,13 +137,44 @@ TEST_F(BadInputTest, RejectsRecordsBeforeOpenAndBadTrialNames) {
   ExpectUnharmed("x");
 }
 
+// Issue 17: the conflict names what the worker has passed, counting the
+// message itself, never a sentinel (-1 before this fix, when the message's
+// own later step had committed the earlier one).
+TEST_F(BadInputTest, AConflictWithinOneMessageNamesTheStepsItCommitted) {
+  std::string reason;
+  grpc::Status s = Push(
+      {Records({Float32Record("good", 5, 16, 1), Float32Record("good", 3, 16, 7)})}, true, &reason);
+  EXPECT_EQ(reason, "CONFLICT") << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("writes step 3 again"));
+  EXPECT_THAT(s.error_message(), HasSubstr("every step through 4"));
+  EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("-1")));
+}
+
+// A script re-run into a trial that ended is refused at Open, before it
+// trains, with a message that names the trial and says what to do.
+TEST_F(BadInputTest, ANewRunIntoAnEndedTrialIsRefusedAtOpen) {
+  v1::PushRequest close;
+  close.mutable_close()->set_end_of_training(true);
+  ASSERT_TRUE(Push({close}).ok());
+  ASSERT_TRUE(TrialOf("t").Summary()->ended());
+  std::string reason;
+  grpc::Status s = Push({}, true, &reason);
+  EXPECT_EQ(reason, "CONFLICT") << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("trial 't' has ended"));
+  EXPECT_THAT(s.error_message(), HasSubstr("new trial name"));
+  EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("9223372036854775807")));
+  EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("-1")));
+}
+
 TEST_F(BadInputTest, RejectsRewritingACommittedStepWithOtherDataButAcceptsAnIdenticalResend) {
   auto changed = Float32Record("good", 0, 16, 99);
   std::string reason;
   grpc::Status s = Push({Records({changed})}, true, &reason);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
   EXPECT_EQ(reason, "CONFLICT");
-  EXPECT_THAT(s.error_message(), HasSubstr("already committed step 0"));
+  EXPECT_THAT(s.error_message(), HasSubstr("writes step 0 again"));
+  EXPECT_THAT(s.error_message(), HasSubstr("through 0"));
+  EXPECT_THAT(s.error_message(), HasSubstr("new trial name"));
   ExpectUnharmed("");
   // A writer resending what it already wrote (after a reconnect) is fine.
   v1::PushRequest close;

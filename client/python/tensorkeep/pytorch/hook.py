@@ -113,6 +113,32 @@ def _make_writer(out_dir: str, worker: str, num_workers: int) -> Any:
     return Writer(out_dir, worker=worker, num_workers=num_workers)
 
 
+def _refuse_ended_trial(out_dir: str) -> None:
+    """Raises Conflict at Hook() when ``out_dir`` names a trial that has ended: a
+    script run a second time into the same trial (smdebug refuses an existing
+    out_dir at once). The collector refuses such a writer too; asking first
+    fails before the training runs. An unreachable collector is not an error
+    here (the writer retries in the background)."""
+    from tensorkeep import _address, _channel
+    from tensorkeep.exceptions import Conflict
+
+    addr = _address.parse(out_dir)
+    channel = _channel.open_channel(addr.target)
+    try:
+        summary = _channel.pb_grpc.TensorKeepStub(channel).GetTrial(
+            _channel.pb.TrialRef(trial=addr.trial), timeout=5.0
+        )
+    except Exception:  # noqa: BLE001 - not written yet, or no collector yet
+        return
+    finally:
+        channel.close()
+    if summary.ended:
+        raise Conflict(
+            f"trial '{addr.trial}' on the collector {addr.target} has ended: this run cannot "
+            f"write into it. Give the run a new trial name (out_dir), or delete the old trial first"
+        )
+
+
 def _dist_rank_and_size() -> Tuple[Optional[int], Optional[int]]:
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized():
@@ -269,6 +295,7 @@ class Hook:
         self._stop_poll: Optional[Callable[[], bool]] = None
         if not self.dry_run:
             if self._writes:
+                _refuse_ended_trial(out_dir)
                 self._writer = _make_writer(out_dir, self.worker, self.num_workers)
             else:
                 logger.info(
@@ -730,7 +757,15 @@ class Hook:
 
     def _fail(self, e: BaseException) -> None:
         """smdebug's behaviour on an internal error: log it and stop saving, never
-        break the training loop."""
+        break the training loop. A Conflict (this run rewrites steps a run saved
+        before into the same trial) is raised instead: training on would save
+        nothing, so the script stops at once with the collector's message."""
+        from tensorkeep.exceptions import Conflict
+
+        if isinstance(e, Conflict):
+            self._disabled = True
+            self._saving = False
+            raise e
         logger.error("tensorkeep: saving failed (%s: %s); the hook stops saving", type(e).__name__, e)
         self._disabled = True
         self._saving = False
