@@ -4,10 +4,10 @@ By default a trial refreshes each time you query it: it asks the collector and
 sees the newest complete steps. If you know the saved data will not change, or
 are not interested in the latest data, stop the refreshing::
 
-    with no_refresh(trials):
-        ...  # every listing (steps, tensor names, modes, workers,
-             # collections, a tensor's steps and values) is answered once,
-             # then served unchanged until the block ends
+    with no_refresh(trials) as trials:
+        ...  # the trials show what they held at their last refresh before
+             # the block: steps, tensor names, a tensor's steps and values,
+             # step mappings and has_passed_step keep to it
 
 Similarly ``with refresh(trials):`` turns refreshing back on inside a
 ``no_refresh`` block. Blocks nest.
