@@ -555,3 +555,22 @@ def test_rerunning_a_writer_fails_at_its_first_flush(trial_url, trial_name):
     assert f"trial '{trial_name}' has ended" in msg and "new trial name" in msg and _no_sentinel(msg, trial_name), msg
     with pytest.raises(Conflict):
         w3.close()
+
+
+def test_save_steps_changed_after_the_hook_was_made_are_honoured(trial_url):
+    torch = pytest.importorskip("torch", reason="the hook needs python3-torch")
+    import tensorkeep.pytorch as smd
+
+    save_config = smd.SaveConfig(save_interval=100)
+    hook = smd.Hook(out_dir=trial_url, save_config=save_config, include_collections=["weights"])
+    net = torch.nn.Linear(3, 2)
+    hook.register_module(net)
+    hook.set_mode(smd.modes.TRAIN)
+    scm = save_config.get_save_config(smd.modes.TRAIN)
+    scm.save_steps.append(2)  # in place, as smdebug scripts do
+    for step in range(6):
+        if step == 3:
+            scm.save_steps = [4]  # or replaced
+        net(torch.ones(1, 3))
+    hook.close()
+    assert create_trial(trial_url).steps() == [0, 2, 4]  # interval 100: 0; appended: 2; replaced: 4

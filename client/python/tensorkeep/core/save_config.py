@@ -47,7 +47,7 @@ class SaveConfigMode:
       end_step (int or None): stop saving at this step (exclusive; None: never).
     """
 
-    __slots__ = ("save_interval", "save_steps", "start_step", "end_step", "_save_steps_set")
+    __slots__ = ("save_interval", "save_steps", "start_step", "end_step")
 
     def __init__(
         self,
@@ -75,11 +75,15 @@ class SaveConfigMode:
             else _int_arg("start_step", start_step)
         )
         self.end_step = None if end_step is None else _int_arg("end_step", end_step)
-        self._save_steps_set = frozenset(self.save_steps)
 
     def should_save_step(self, step_num: int) -> bool:
-        """True if ``step_num`` (a step of this mode) is to be saved."""
-        if step_num in self._save_steps_set:
+        """True if ``step_num`` (a step of this mode) is to be saved.
+
+        Reads the attributes at each call, so changes after construction (e.g.
+        ``scm.save_steps.append(7)`` or ``scm.save_steps = [...]``) are honoured, as
+        in smdebug."""
+        save_steps = self.save_steps
+        if save_steps and step_num in save_steps:
             return True
         if step_num < self.start_step:
             return False
