@@ -24,6 +24,7 @@ constexpr ReasonInfo kReasons[] = {
     {Reason::kConflict, "CONFLICT", absl::StatusCode::kAlreadyExists},
     {Reason::kBadRequest, "BAD_REQUEST", absl::StatusCode::kInvalidArgument},
     {Reason::kTimeout, "TIMEOUT", absl::StatusCode::kDeadlineExceeded},
+    {Reason::kStorageFull, "STORAGE_FULL", absl::StatusCode::kResourceExhausted},
 };
 
 }  // namespace

@@ -24,6 +24,7 @@ enum class Reason {
   kConflict,                  // ALREADY_EXISTS
   kBadRequest,                // INVALID_ARGUMENT
   kTimeout,                   // DEADLINE_EXCEEDED
+  kStorageFull,               // RESOURCE_EXHAUSTED: the collector's disk; writers resend
 };
 
 // The metadata key (and absl payload type URL) that carries the reason.

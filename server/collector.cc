@@ -1,5 +1,6 @@
 #include "server/collector.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -207,7 +208,7 @@ absl::Status Collector::Recover() {
   }
   spdlog::info("recovered {} trials, {} tensor records", trial_meta.size(), records);
   committer_ = std::make_unique<Committer>(store_, options_.sync, std::move(trial_meta),
-                                           std::move(worker_meta));
+                                           std::move(worker_meta), options_.max_steps_per_trial);
   return absl::OkStatus();
 }
 
@@ -222,11 +223,18 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetTrial(const std::string& na
   return it->second;
 }
 
-std::shared_ptr<Trial> Collector::GetOrCreateTrial(const std::string& name) {
+absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  auto& slot = trials_[name];
-  if (slot == nullptr) slot = std::make_shared<Trial>(name, notifier_);
-  return slot;
+  auto it = trials_.find(name);
+  if (it != trials_.end()) return it->second;
+  if (trials_.size() >= options_.max_trials) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the collector holds ", trials_.size(), " trials, the most it may (max_trials); trial '",
+        name, "' cannot be created: delete trials no longer needed, or use another collector"));
+  }
+  auto trial = std::make_shared<Trial>(name, notifier_);
+  trials_.emplace(name, trial);
+  return trial;
 }
 
 absl::StatusOr<uint64_t> Collector::ClaimWriter(const std::string& trial,
@@ -377,6 +385,52 @@ absl::Status Collector::WithValue(
   return fn(absl::Span<const char>(bytes->data(), bytes->size()));
 }
 
+namespace {
+
+// Hands out a value the value cache holds, without copying it whole.
+class CachedBulkReader : public TensorStore::BulkReader {
+ public:
+  explicit CachedBulkReader(std::shared_ptr<const std::string> bytes) : bytes_(std::move(bytes)) {}
+  uint64_t size() const override { return bytes_->size(); }
+  uint64_t remaining() const override { return bytes_->size() - done_; }
+  absl::Status Read(size_t max_bytes, std::string* out) override {
+    const size_t n = std::min<size_t>(max_bytes, bytes_->size() - done_);
+    out->assign(*bytes_, done_, n);
+    done_ += n;
+    return absl::OkStatus();
+  }
+
+ private:
+  std::shared_ptr<const std::string> bytes_;
+  size_t done_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TensorStore::BulkReader>> Collector::OpenValue(
+    const Trial& trial, const Value& value) const {
+  if (!value.meta.has_value()) return ReductionsOnly(value.meta.name(), value.where.global_step);
+  const std::string key = LargeValueKey(trial, value);
+  std::unique_ptr<TensorStore::BulkReader> reader;
+  if (auto cached = value_cache_.Lookup(key)) {
+    reader = std::make_unique<CachedBulkReader>(std::move(cached));
+  } else {
+    auto opened = store_->OpenBulk(key);
+    if (!opened.ok()) {
+      return absl::Status(opened.status().code(),
+                          absl::StrCat("reading tensor '", value.meta.name(), "' at step ",
+                                       value.where.global_step, ": ", opened.status().message()));
+    }
+    if (*opened == nullptr) {
+      return absl::DataLossError(absl::StrCat("value of tensor '", value.meta.name(), "' at step ",
+                                              value.where.global_step, " is missing"));
+    }
+    reader = *std::move(opened);
+  }
+  TK_RETURN_IF_ERROR(CheckSize(value, reader->size()));
+  return reader;
+}
+
 absl::StatusOr<Collector::Value> Collector::ReadValue(const Trial& trial, const std::string& tensor,
                                                       const Trial::Located& where) const {
   TK_ASSIGN_OR_RETURN(Value value, ReadRecord(trial, tensor, where));
@@ -473,8 +527,7 @@ absl::StatusOr<v1::HistogramResponse> Collector::Histogram(
   return out;
 }
 
-void Collector::EndTrial(const std::string& name,
-                         std::function<void(absl::StatusOr<bool>)> done) {
+void Collector::EndTrial(const std::string& name, std::function<void(absl::StatusOr<bool>)> done) {
   auto trial = GetTrial(name);
   if (!trial.ok()) {
     done(trial.status());

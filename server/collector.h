@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "proto/limits.pb.h"
 #include "proto/tensorkeep.pb.h"
 #include "server/committer.h"
 #include "server/executor.h"
@@ -44,6 +45,10 @@ struct CollectorOptions {
   size_t value_cache_bytes = 128u << 20;
   // Live Push streams (one per writing worker) accepted at once.
   size_t max_push_streams = 4096;
+  // Trials the collector holds, and global steps one trial holds (defaults
+  // from proto/limits.proto).
+  size_t max_trials = v1::MAX_TRIALS;
+  size_t max_steps_per_trial = v1::MAX_STEPS_PER_TRIAL;
   // The one budget of memory clients can make the collector hold
   // (server/memory_budget.h): records waiting for their chunks, batches
   // queued for the committer, and the value cache (which gets at most a
@@ -78,8 +83,9 @@ class Collector {
   // The trial, or TrialNotFound.
   absl::StatusOr<std::shared_ptr<Trial>> GetTrial(const std::string& name) const;
   // The trial, created in memory when new (a writer's Open). It becomes
-  // durable with the first write that references it.
-  std::shared_ptr<Trial> GetOrCreateTrial(const std::string& name);
+  // durable with the first write that references it. ResourceExhausted when
+  // new and the collector already holds max_trials.
+  absl::StatusOr<std::shared_ptr<Trial>> GetOrCreateTrial(const std::string& name);
   std::vector<std::shared_ptr<Trial>> Trials() const;
 
   // Claims (trial, worker) for one Push stream until ReleaseWriter, and
@@ -122,6 +128,11 @@ class Collector {
   // the bytes under it never change).
   absl::Status WithValue(const Trial& trial, const Value& value,
                          const std::function<absl::Status(absl::Span<const char>)>& fn) const;
+  // The bytes of a record read by ReadRecord, read piece by piece (from the
+  // value cache when it holds them); TensorUnavailableForStep when only
+  // reductions were saved, DataLoss when the stored size is not the record's.
+  absl::StatusOr<std::unique_ptr<TensorStore::BulkReader>> OpenValue(const Trial& trial,
+                                                                     const Value& value) const;
   // ReadRecord + LoadValue.
   absl::StatusOr<Value> ReadValue(const Trial& trial, const std::string& tensor,
                                   const Trial::Located& where) const;

@@ -13,8 +13,13 @@ namespace tensorkeep {
 
 Committer::Committer(TensorStore* store, bool sync,
                      std::map<std::string, storage::TrialMeta> trials,
-                     std::map<std::pair<std::string, std::string>, storage::WorkerMeta> workers)
-    : store_(store), sync_(sync), trial_meta_(std::move(trials)), worker_meta_(std::move(workers)) {
+                     std::map<std::pair<std::string, std::string>, storage::WorkerMeta> workers,
+                     size_t max_steps_per_trial)
+    : store_(store),
+      sync_(sync),
+      max_steps_per_trial_(max_steps_per_trial),
+      trial_meta_(std::move(trials)),
+      worker_meta_(std::move(workers)) {
   for (const auto& [id, meta] : worker_meta_) ++worker_counts_[id.first];
   thread_ = std::thread([this] { Run(); });
 }
@@ -57,7 +62,9 @@ typename Map::mapped_type& StagedCopy(Map* staged, const Map& durable,
 
 }  // namespace
 
-absl::Status Committer::CheckSteps(const PendingWrite& write, const Staged& staged) const {
+absl::Status Committer::CheckSteps(const PendingWrite& write, const Staged& staged,
+                                   size_t* fresh) const {
+  *fresh = 0;
   const std::string& trial = write.trial->name();
   const IndexedRecord* previous = nullptr;
   // Records come grouped by step (WriteSession sorts them), one mode a step.
@@ -77,6 +84,7 @@ absl::Status Committer::CheckSteps(const PendingWrite& write, const Staged& stag
                                     write.update.worker, "' wrote tensor '", r.name, "' as ",
                                     ModeName(r.mode), " step ", r.mode_step));
     }
+    if (!known.has_value()) ++*fresh;
     if (IsGlobalMode(r.mode) || known.has_value()) continue;
     std::optional<uint64_t> global;
     if (auto it = staged.mode_steps.find({trial, r.mode, r.mode_step});
@@ -137,8 +145,20 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
       }
     }
   }
-  absl::Status steps_ok = CheckSteps(write, *staged);
+  size_t fresh_steps = 0;
+  absl::Status steps_ok = CheckSteps(write, *staged, &fresh_steps);
   if (!steps_ok.ok()) return steps_ok;
+  if (fresh_steps > 0) {
+    const size_t held = write.trial->StepCount() + staged->new_steps[trial];
+    if (held + fresh_steps > max_steps_per_trial_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "trial '", trial, "' holds ", held, " steps; ", fresh_steps,
+          " more would pass the limit of ", max_steps_per_trial_,
+          " steps a trial (proto/limits.proto MAX_STEPS_PER_TRIAL): save less often (a larger "
+          "save interval), or continue the run in a new trial"));
+    }
+    staged->new_steps[trial] += fresh_steps;
+  }
   if (fresh > 0) staged->new_names[trial] += fresh;
 
   const IndexedRecord* previous = nullptr;

@@ -44,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/memory_budget.h"
 #include "server/trial.h"
+#include "server/validation.h"
 #include "storage/stored.pb.h"
 #include "storage/tensor_store.h"
 
@@ -73,7 +74,8 @@ class Committer {
   // `store` is not owned and must outlive the committer. `trials` and
   // `workers` are the metadata recovered at start-up.
   Committer(TensorStore* store, bool sync, std::map<std::string, storage::TrialMeta> trials,
-            std::map<std::pair<std::string, std::string>, storage::WorkerMeta> workers);
+            std::map<std::pair<std::string, std::string>, storage::WorkerMeta> workers,
+            size_t max_steps_per_trial = kMaxStepsPerTrial);
   // Drains the queue, then stops the thread.
   ~Committer();
 
@@ -89,6 +91,7 @@ class Committer {
     std::map<WorkerId, storage::WorkerMeta> workers;
     std::map<std::string, uint32_t> worker_counts;
     std::map<std::string, size_t> new_names;  // by trial: names the group adds
+    std::map<std::string, size_t> new_steps;  // by trial: global steps the group adds
     // (trial, global step) -> its mode and mode step; (trial, mode, mode step)
     // -> its global step: the steps written by the group's earlier writes.
     std::map<std::pair<std::string, uint64_t>, StepInfo> steps;
@@ -101,12 +104,15 @@ class Committer {
   // when needed).
   absl::Status Stage(const PendingWrite& write, Staged* staged,
                      std::unique_ptr<TensorStore::Batch>* meta);
-  absl::Status CheckSteps(const PendingWrite& write, const Staged& staged) const;
+  // Conflicts of `write`'s steps with those committed or staged; counts in
+  // `*fresh` the global steps it adds.
+  absl::Status CheckSteps(const PendingWrite& write, const Staged& staged, size_t* fresh) const;
   // Keeps the metadata of a group that is durable.
   void Keep(Staged* staged);
 
   TensorStore* const store_;
   const bool sync_;
+  const size_t max_steps_per_trial_;
 
   mutable absl::Mutex mu_;
   std::deque<PendingWrite> queue_ ABSL_GUARDED_BY(mu_);

@@ -21,11 +21,13 @@
 namespace {
 
 constexpr char kDefaultListen[] = "127.0.0.1:7077";
+constexpr uint64_t kDefaultMinFreeDiskBytes = uint64_t{256} << 20;
 
 constexpr char kUsage[] =
     "usage: tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]\n"
     "                         [--value-cache-mb N] [--memory-budget-mb N]\n"
-    "                         [--max-push-streams N] [--log-level trace|debug|info|warn|error]\n"
+    "                         [--max-push-streams N] [--max-watchers N] [--max-trial-watchers N]\n"
+    "                         [--min-free-disk-mb N] [--log-level trace|debug|info|warn|error]\n"
     "\n"
     "  --listen HOST:PORT  address to serve on (default 127.0.0.1:7077; port 0 picks a\n"
     "                      free port). The first line on stdout is `listening on HOST:PORT`.\n"
@@ -42,6 +44,12 @@ constexpr char kUsage[] =
     "                      (default 1024). Writers are slowed when it is in use, and a\n"
     "                      tensor larger than half of it is refused\n"
     "  --max-push-streams N  writers (Push streams) accepted at once (default 4096)\n"
+    "  --max-watchers N    waiting and watching calls (WaitForSteps, WatchSteps,\n"
+    "                      WatchRuleStatuses) at once (default 10000) ...\n"
+    "  --max-trial-watchers N  ... and of them on one trial (default 1000)\n"
+    "  --min-free-disk-mb N  keep this much free on the data directory's disk: below it\n"
+    "                      new data is refused (STORAGE_FULL; writers resend by themselves\n"
+    "                      once space is back) and queries go on (default 256; 0: off)\n"
     "  --log-level L       log verbosity on stderr (default info)\n";
 
 std::string DefaultDataDir() {
@@ -60,6 +68,7 @@ int main(int argc, char** argv) {
   tensorkeep::ServerOptions options;
   options.listen = kDefaultListen;
   options.store.path = DefaultDataDir();
+  options.store.min_free_bytes = kDefaultMinFreeDiskBytes;
   std::string level = "info";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -89,7 +98,16 @@ int main(int argc, char** argv) {
         return Usage("--value-cache-mb needs a number of MiB (0 to disable)");
       }
       options.collector.value_cache_bytes = static_cast<size_t>(mb) << 20;
-    } else if (arg == "--memory-budget-mb" || arg == "--max-push-streams") {
+    } else if (arg == "--min-free-disk-mb") {
+      const char* v = value("--min-free-disk-mb");
+      char* end = nullptr;
+      const unsigned long long mb = v == nullptr ? 0 : std::strtoull(v, &end, 10);
+      if (v == nullptr || *v == '\0' || *end != '\0' || mb > (1ull << 30)) {
+        return Usage("--min-free-disk-mb needs a number of MiB (0 to turn the guard off)");
+      }
+      options.store.min_free_bytes = static_cast<uint64_t>(mb) << 20;
+    } else if (arg == "--memory-budget-mb" || arg == "--max-push-streams" ||
+               arg == "--max-watchers" || arg == "--max-trial-watchers") {
       const char* v = value(arg.c_str());
       char* end = nullptr;
       const unsigned long long n = v == nullptr ? 0 : std::strtoull(v, &end, 10);
@@ -98,8 +116,12 @@ int main(int argc, char** argv) {
       }
       if (arg == "--memory-budget-mb") {
         options.collector.memory_budget_bytes = static_cast<size_t>(n) << 20;
-      } else {
+      } else if (arg == "--max-push-streams") {
         options.collector.max_push_streams = static_cast<size_t>(n);
+      } else if (arg == "--max-watchers") {
+        options.collector.max_watchers = static_cast<size_t>(n);
+      } else {
+        options.collector.max_trial_watchers = static_cast<size_t>(n);
       }
     } else if (arg == "--log-level") {
       const char* v = value("--log-level");

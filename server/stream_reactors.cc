@@ -36,14 +36,43 @@ bool ValueStreamReactor::LoadNext() {
     Finish(grpc::Status::OK);
     return false;
   }
-  auto value = collector_->ReadValue(*trial_, tensor_, where_[next_value_++]);
-  if (!value.ok()) {
-    Finish(ToGrpcStatus(value.status(), context_));
-    return false;
+  auto record = collector_->ReadRecord(*trial_, tensor_, where_[next_value_++]);
+  if (!record.ok()) return Fail(record.status());
+  current_ = std::move(*record);
+  reader_.reset();
+  if (!current_.data_loaded && current_.meta.has_value() &&
+      current_.meta.value_size() > kChunkBytes) {
+    // Streamed from the store piece by piece: a call never holds more than
+    // one chunk of a large value, however slowly its client reads.
+    auto reader = collector_->OpenValue(*trial_, current_);
+    if (!reader.ok()) return Fail(reader.status());
+    reader_ = *std::move(reader);
+    total_ = reader_->size();
+  } else {
+    absl::Status loaded = collector_->LoadValue(*trial_, &current_);
+    if (!loaded.ok()) return Fail(loaded);
+    total_ = current_.data.size();
   }
-  current_ = std::move(*value);
   offset_ = 0;
   header_sent_ = false;
+  return true;
+}
+
+bool ValueStreamReactor::Fail(const absl::Status& status) {
+  Finish(ToGrpcStatus(status, context_));
+  return false;
+}
+
+bool ValueStreamReactor::ReadPiece(size_t n, std::string* out) {
+  if (reader_ != nullptr) {
+    absl::Status read = reader_->Read(n, out);
+    if (!read.ok()) return Fail(read);
+  } else {
+    out->assign(current_.data, offset_, n);
+  }
+  offset_ += n;
+  // What the call holds until the message is sent counts in the budget.
+  held_ = collector_->memory()->Hold(out->size());
   return true;
 }
 
@@ -56,10 +85,10 @@ void ValueStreamReactor::EmitWhole(v1::TensorValue* v) {
   v->set_worker(w.worker);
   v->set_dtype(current_.meta.dtype());
   *v->mutable_shape() = current_.meta.shape();
-  v->set_value_size(current_.data.size());
+  v->set_value_size(total_);
   header_sent_ = true;
-  if (current_.data.size() <= kChunkBytes) {
-    offset_ = current_.data.size();
+  if (total_ <= kChunkBytes) {
+    offset_ = total_;
     *v->mutable_data() = std::move(current_.data);  // no copy
     current_.data.clear();
   }
@@ -67,17 +96,16 @@ void ValueStreamReactor::EmitWhole(v1::TensorValue* v) {
 
 void ValueStreamReactor::Next() {
   // Move on to the next value when the current one is fully sent.
-  if (header_sent_ && offset_ >= current_.data.size()) {
+  if (header_sent_ && offset_ >= total_) {
     if (!LoadNext()) return;
   }
   message_.Clear();
+  held_.Release();
   if (!header_sent_) {
     EmitWhole(&message_);
     if (offset_ == 0) {
       // Larger than a chunk: the header carries the first chunk.
-      const size_t n = std::min(kChunkBytes, current_.data.size());
-      message_.set_data(current_.data.substr(0, n));
-      offset_ = n;
+      if (!ReadPiece(std::min(kChunkBytes, total_), message_.mutable_data())) return;
       Send();
       return;
     }
@@ -85,7 +113,7 @@ void ValueStreamReactor::Next() {
     size_t bytes = message_.data().size();
     while (bytes < kBatchBytes && next_value_ < where_.size()) {
       if (!LoadNext()) return;
-      if (bytes + current_.data.size() > kBatchBytes) break;  // goes in the next message
+      if (bytes + total_ > kBatchBytes) break;  // goes in the next message
       v1::TensorValue* v = message_.add_batched();
       EmitWhole(v);
       bytes += v->data().size() + 64;
@@ -93,15 +121,12 @@ void ValueStreamReactor::Next() {
     Send();
     return;
   }
-  const size_t n = std::min(kChunkBytes, current_.data.size() - offset_);
-  message_.set_data(current_.data.substr(offset_, n));
-  offset_ += n;
+  if (!ReadPiece(std::min(kChunkBytes, total_ - offset_), message_.mutable_data())) return;
   Send();
 }
 
 void ValueStreamReactor::Send() {
-  const bool last =
-      header_sent_ && offset_ >= current_.data.size() && next_value_ >= where_.size();
+  const bool last = header_sent_ && offset_ >= total_ && next_value_ >= where_.size();
   if (last) {
     StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
   } else {

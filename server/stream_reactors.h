@@ -1,7 +1,9 @@
 // The server-streaming and waiting reactors of TensorKeepService:
 //  - ValueStreamReactor: GetValue / GetValues, one value after another, each
 //    value in chunks of at most kChunkBytes so no message nears gRPC limits;
-//    values are read on the Collector's executor, never in a reaction.
+//    values are read on the Collector's executor, never in a reaction, and a
+//    large value is read chunk by chunk as the client takes them (a call
+//    holds at most one chunk, counted in the memory budget).
 //  - WaitReactor: WaitForSteps, finished by a commit that decides it, by its
 //    timeout (a grpc::Alarm) or by cancellation.
 //  - WatchStepsReactor / WatchRulesReactor: send what is new after each
@@ -21,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
@@ -48,9 +51,14 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
   // Runs Next on the executor (or fails the call when its queue is full).
   void ScheduleNext();
   void Next();
-  // Reads the next value into current_; false (and the call finished) when
-  // there is none or it cannot be read.
+  // Reads the next value into current_ (a large one: opens reader_ on it);
+  // false (and the call finished) when there is none or it cannot be read.
   bool LoadNext();
+  // Finishes the call with `status`; false.
+  bool Fail(const absl::Status& status);
+  // The next `n` bytes of the current value into `out`; false (and the call
+  // finished) when they cannot be read.
+  bool ReadPiece(size_t n, std::string* out);
   // Moves current_ (whole) into `v` as a complete value.
   void EmitWhole(v1::TensorValue* v);
   // Sends message_; the last message goes with the call's status in one
@@ -65,7 +73,12 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
   std::vector<Trial::Located> where_;
   size_t next_value_ = 0;
   Collector::Value current_;
-  size_t offset_ = 0;  // of current_.data already sent
+  // The current value's bytes when it is streamed from the store, or null
+  // (they are in current_.data).
+  std::unique_ptr<TensorStore::BulkReader> reader_;
+  size_t total_ = 0;                // the current value's size
+  size_t offset_ = 0;               // of it already sent
+  MemoryBudget::Reservation held_;  // the bytes of message_
   bool header_sent_ = false;
   v1::TensorValue message_;
 };
@@ -202,7 +215,8 @@ class WatchRulesReactor : public TrialWatchReactor<v1::RuleStatus> {
  private:
   void PumpLocked() override;
 
-  uint64_t cursor_ = 0;  // the last rule change sent (Trial::RuleStatusesAfter); guarded by guard_->mu
+  uint64_t cursor_ =
+      0;  // the last rule change sent (Trial::RuleStatusesAfter); guarded by guard_->mu
 };
 
 }  // namespace tensorkeep

@@ -304,6 +304,11 @@ bool Trial::stop_requested(std::string* reason) const {
   return stop_requested_;
 }
 
+size_t Trial::StepCount() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return steps_.size();
+}
+
 uint32_t Trial::num_workers() const {
   absl::ReaderMutexLock lock(&mu_);
   return tracker_.expected_workers();
@@ -695,7 +700,7 @@ std::vector<v1::RuleStatus> Trial::RuleStatuses() const {
 }
 
 std::vector<std::pair<uint64_t, v1::RuleStatus>> Trial::RuleStatusesAfter(uint64_t after,
-                                                                         size_t limit) const {
+                                                                          size_t limit) const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<std::pair<uint64_t, v1::RuleStatus>> out;
   for (auto it = rule_changes_.upper_bound(after); it != rule_changes_.end() && out.size() < limit;

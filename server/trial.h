@@ -134,6 +134,8 @@ class Trial : public std::enable_shared_from_this<Trial> {
   bool ended() const;
   bool stop_requested(std::string* reason) const;
   uint32_t num_workers() const;
+  // Distinct global steps saved.
+  size_t StepCount() const;
 
   // ---- Queries ----
 
@@ -196,7 +198,7 @@ class Trial : public std::enable_shared_from_this<Trial> {
   // stored, at most `limit`, each with its change number: a watch asks for
   // what changed since it last looked, not for every rule again.
   std::vector<std::pair<uint64_t, v1::RuleStatus>> RuleStatusesAfter(uint64_t after,
-                                                                    size_t limit) const;
+                                                                     size_t limit) const;
 
   // Registers `fn` to run (on the Notifier's thread) after applied updates,
   // until the returned subscription is destroyed. Several updates may wake
@@ -270,7 +272,7 @@ class Trial : public std::enable_shared_from_this<Trial> {
 
   const std::shared_ptr<Notifier> notifier_;
   std::atomic<uint64_t> version_{0};
-  std::atomic<size_t> listener_count_{0};  // listeners_.size(), read without the lock
+  std::atomic<size_t> listener_count_{0};   // listeners_.size(), read without the lock
   std::atomic<bool> notify_queued_{false};  // in the Notifier's queue (its flag)
 
   mutable absl::Mutex listeners_mu_;

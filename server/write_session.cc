@@ -9,6 +9,7 @@
 #include "server/validation.h"
 #include "storage/keys.h"
 #include "storage/record_block.h"
+#include "storage/value_log.h"
 #include "tensor/dtype.h"
 #include "tensor/reductions.h"
 
@@ -134,8 +135,9 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
                                   "ended): a new run cannot write into it; give this run a new "
                                   "trial name, or delete the old trial first"));
   }
+  TK_ASSIGN_OR_RETURN(auto trial, collector_->GetOrCreateTrial(open.trial()));
   TK_ASSIGN_OR_RETURN(const uint64_t claim, collector_->ClaimWriter(open.trial(), open.worker()));
-  trial_ = collector_->GetOrCreateTrial(open.trial());
+  trial_ = std::move(trial);
   worker_ = open.worker();
   claim_ = claim;
   num_workers_ = open.num_workers();
@@ -227,6 +229,17 @@ absl::Status WriteSession::CheckCommitted(v1::TensorRecord& r, int64_t committed
     return conflict("differs from what is stored");
   }
   if (r.has_value()) {
+    // This runs in a reaction: a large value is compared by the checksum its
+    // index entry keeps (no pread of up to a gigabyte here); a value without
+    // one (small, inline) is at hand.
+    if (!stored->data_loaded) {
+      TK_ASSIGN_OR_RETURN(auto reader, collector_->OpenValue(*trial_, *stored));
+      if (auto crc = reader->checksum()) {
+        if (*crc != ValueChecksum(r.data())) return conflict("differs from what is stored");
+        *skip = true;  // an identical resend: nothing to do
+        return absl::OkStatus();
+      }
+    }
     TK_RETURN_IF_ERROR(collector_->LoadValue(*trial_, &*stored));
     if (stored->data != r.data()) return conflict("differs from what is stored");
   }

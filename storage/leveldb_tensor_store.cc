@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/errors.h"
 #include "base/status_macros.h"
 #include "leveldb/cache.h"
 #include "leveldb/db.h"
@@ -112,6 +113,10 @@ struct LevelDbTensorStore::Impl {
   // The failed write that must be repaired (a reopen) before the next one.
   absl::Status failed ABSL_GUARDED_BY(write_mu);
   std::chrono::steady_clock::time_point next_reopen ABSL_GUARDED_BY(write_mu);
+  // The disk guard: free bytes as last measured, less what was written since,
+  // and when to measure again.
+  uint64_t free_estimate ABSL_GUARDED_BY(write_mu) = 0;
+  std::chrono::steady_clock::time_point next_free_check ABSL_GUARDED_BY(write_mu);
 
   // Readers hold db_mu shared while they use `index`; a reopen exclusively.
   // (The writer, holding write_mu, reads `index` without it: only a holder of
@@ -240,9 +245,41 @@ absl::Status LevelDbTensorStore::RepairAfterFailure() {
   return absl::OkStatus();
 }
 
+absl::Status LevelDbTensorStore::CheckFreeSpace(uint64_t bytes) {
+  const uint64_t keep = impl_->options.min_free_bytes;
+  if (keep == 0) return absl::OkStatus();
+  // statvfs at most every 100 ms, and before any refusal (so writing resumes
+  // as soon as space is back); in between, what was written is subtracted.
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= impl_->next_free_check || impl_->free_estimate < keep + bytes) {
+    std::optional<uint64_t> free;
+    if (impl_->options.free_bytes) {
+      free = impl_->options.free_bytes();
+    } else if (impl_->options.env == nullptr) {
+      free = FreeBytes(impl_->options.path);
+    }
+    if (!free.has_value()) return absl::OkStatus();  // unknown: no guard
+    impl_->free_estimate = *free;
+    impl_->next_free_check = now + std::chrono::milliseconds(100);
+  }
+  if (impl_->free_estimate < keep + bytes) {
+    return MakeError(
+        Reason::kStorageFull,
+        absl::StrCat("the collector's data directory ", impl_->options.path, " has ",
+                     impl_->free_estimate >> 20, " MiB free, and it keeps ", keep >> 20,
+                     " MiB free (--min-free-disk-mb): new data is refused until space is freed "
+                     "there; queries go on, and writers resend by themselves"));
+  }
+  impl_->free_estimate -= bytes;
+  return absl::OkStatus();
+}
+
 absl::Status LevelDbTensorStore::WriteAll(const std::vector<Batch*>& batches, bool sync) {
   absl::MutexLock lock(&impl_->write_mu);
   if (!impl_->failed.ok()) TK_RETURN_IF_ERROR(RepairAfterFailure());
+  uint64_t bytes = 0;
+  for (Batch* batch : batches) bytes += batch->ApproximateSize();
+  TK_RETURN_IF_ERROR(CheckFreeSpace(bytes));
   // Values first: a crash between the two writes leaves bytes in the value
   // log that no key refers to (never read), never a key without its value.
   bool index_used = false;
@@ -335,6 +372,52 @@ absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::GetBulk(std::stri
   absl::ReaderMutexLock lock(&impl_->db_mu);
   if (impl_->index == nullptr) return Reopening();
   return GetWith(impl_->index.get(), ro, key);
+}
+
+namespace {
+
+class ValueLogBulkReader : public TensorStore::BulkReader {
+ public:
+  ValueLogBulkReader(std::unique_ptr<ValueLog::Cursor> cursor, std::string what)
+      : cursor_(std::move(cursor)), what_(std::move(what)) {}
+  uint64_t size() const override { return cursor_->size(); }
+  uint64_t remaining() const override { return cursor_->remaining(); }
+  std::optional<uint32_t> checksum() const override { return cursor_->checksum(); }
+  absl::Status Read(size_t max_bytes, std::string* out) override {
+    absl::Status s = cursor_->Read(max_bytes, out);
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(what_, ": ", s.message()));
+  }
+
+ private:
+  std::unique_ptr<ValueLog::Cursor> cursor_;
+  std::string what_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TensorStore::BulkReader>> LevelDbTensorStore::OpenBulk(
+    std::string_view key) {
+  if (!IsValueKey(key)) return TensorStore::OpenBulk(key);
+  std::optional<std::string> entry;
+  {
+    absl::ReaderMutexLock lock(&impl_->db_mu);
+    if (impl_->index == nullptr) return Reopening();
+    TK_ASSIGN_OR_RETURN(entry, GetWith(impl_->index.get(), leveldb::ReadOptions(), key));
+  }
+  if (!entry.has_value()) return std::unique_ptr<BulkReader>();
+  storage::ValueRef ref;
+  if (!ref.ParseFromArray(entry->data(), static_cast<int>(entry->size()))) {
+    return absl::DataLossError(
+        absl::StrCat("the index entry of ", DescribeValueKey(key), " is damaged"));
+  }
+  auto cursor = impl_->values->OpenCursor(ref);
+  if (!cursor.ok()) {
+    return absl::Status(cursor.status().code(),
+                        absl::StrCat(DescribeValueKey(key), ": ", cursor.status().message()));
+  }
+  return std::unique_ptr<BulkReader>(
+      new ValueLogBulkReader(*std::move(cursor), DescribeValueKey(key)));
 }
 
 absl::Status LevelDbTensorStore::Scan(

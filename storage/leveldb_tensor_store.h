@@ -12,7 +12,9 @@
 #ifndef TENSORKEEP_STORAGE_LEVELDB_TENSOR_STORE_H_
 #define TENSORKEEP_STORAGE_LEVELDB_TENSOR_STORE_H_
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -49,6 +51,15 @@ struct LevelDbOptions {
   // once the directory's filesystem has this much free space (reopening
   // writes a table of the recovered log).
   uint64_t reopen_min_free_bytes = uint64_t{256} << 20;
+  // The disk guard: a write that would leave less than this free on the
+  // directory's filesystem is refused (ResourceExhausted with reason
+  // STORAGE_FULL, naming the directory and the free space; nothing written),
+  // so that the disk never fills under LevelDB and the collector can always
+  // restart; writes go through again as soon as space is back. 0: off.
+  uint64_t min_free_bytes = 0;
+  // The free bytes the disk guard goes by; unset: statvfs of `path` (on the
+  // default Env only). Tests give their own.
+  std::function<std::optional<uint64_t>()> free_bytes;
 };
 
 class LevelDbTensorStore : public TensorStore {
@@ -76,6 +87,8 @@ class LevelDbTensorStore : public TensorStore {
   // file and offset.
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   absl::StatusOr<std::optional<std::string>> GetBulk(std::string_view key) override;
+  // A large value's bytes are read from the value log piece by piece.
+  absl::StatusOr<std::unique_ptr<BulkReader>> OpenBulk(std::string_view key) override;
   absl::Status Scan(
       std::string_view prefix,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) override;
@@ -84,6 +97,8 @@ class LevelDbTensorStore : public TensorStore {
   struct Impl;
   // Reopens the index database after a failed write (see Write).
   absl::Status RepairAfterFailure();
+  // The disk guard (LevelDbOptions::min_free_bytes) for a write of `bytes`.
+  absl::Status CheckFreeSpace(uint64_t bytes);
   // The value a large value's index entry `encoded_ref` points to.
   absl::StatusOr<std::string> ReadValue(std::string_view key, std::string_view encoded_ref);
   explicit LevelDbTensorStore(std::unique_ptr<Impl> impl);

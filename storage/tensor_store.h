@@ -15,6 +15,7 @@
 #ifndef TENSORKEEP_STORAGE_TENSOR_STORE_H_
 #define TENSORKEEP_STORAGE_TENSOR_STORE_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -67,6 +68,28 @@ class TensorStore {
   // The same for a large value read once: it is not kept in the store's
   // block cache, where it would push out the small entries every read needs.
   virtual absl::StatusOr<std::optional<std::string>> GetBulk(std::string_view key) = 0;
+
+  // A value read piece by piece, so that a reader of a large value (GetValue
+  // streaming it to a client) never holds it whole.
+  class BulkReader {
+   public:
+    virtual ~BulkReader() = default;
+    // The value's size in bytes.
+    virtual uint64_t size() const = 0;
+    // Bytes not read yet.
+    virtual uint64_t remaining() const = 0;
+    // Replaces `out` with the next min(max_bytes, remaining()) bytes. The
+    // read that returns the last bytes also checks the whole value against
+    // its checksum: DataLoss then (the pieces read before are damaged too).
+    virtual absl::Status Read(size_t max_bytes, std::string* out) = 0;
+    // The CRC-32 (storage/value_log.h ValueChecksum) the whole value must
+    // have, when the store keeps one: what the value is can then be checked
+    // without reading it.
+    virtual std::optional<uint32_t> checksum() const { return std::nullopt; }
+  };
+  // A reader of `key`'s value, nullptr when absent. The default reads it
+  // whole (GetBulk) and hands it out in pieces.
+  virtual absl::StatusOr<std::unique_ptr<BulkReader>> OpenBulk(std::string_view key);
 
   // Calls `fn` on every key with `prefix`, in key order, until it returns
   // false. The views are valid only during the call. `prefix` starts with a

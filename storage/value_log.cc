@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "leveldb/env.h"
 
 namespace tensorkeep {
@@ -191,39 +193,73 @@ absl::StatusOr<std::shared_ptr<leveldb::RandomAccessFile>> ValueLog::Reader(uint
   return reader;
 }
 
+absl::Status ValueLog::Truncated(const storage::ValueRef& ref) const {
+  return absl::DataLossError(absl::StrCat(FileName(ref.file()), " ends before the ", ref.size(),
+                                          " bytes at offset ", ref.offset(),
+                                          ": the file was truncated"));
+}
+
+absl::Status ValueLog::Damaged(const storage::ValueRef& ref) const {
+  return absl::DataLossError(absl::StrCat("the ", ref.size(), " bytes at offset ", ref.offset(),
+                                          " of ", FileName(ref.file()),
+                                          " do not match their checksum: the file is damaged"));
+}
+
+bool ValueLog::FileHolds(const storage::ValueRef& ref) const {
+  if (ref.size() <= (uint64_t{64} << 20)) return true;  // the read itself finds out
+  uint64_t file_size = 0;
+  return env_->GetFileSize(FileName(ref.file()), &file_size).ok() && ref.offset() <= file_size &&
+         ref.size() <= file_size - ref.offset();
+}
+
+namespace {
+
+// Reads `n` bytes at `offset` of `file` into `out` (resized to n).
+absl::Status ReadAt(leveldb::RandomAccessFile* file, uint64_t offset, size_t n, std::string* out,
+                    const std::function<absl::Status()>& truncated, const std::string& name) {
+  out->resize(n);
+  leveldb::Slice got;
+  leveldb::Status s = file->Read(offset, n, &got, out->data());
+  if (!s.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("reading ", n, " bytes at offset ", offset, " of ", name, ": ", s.ToString()));
+  }
+  if (got.size() != n) return truncated();
+  if (got.data() != out->data()) std::memcpy(out->data(), got.data(), got.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref) {
-  const auto truncated = [&] {
-    return absl::DataLossError(absl::StrCat(FileName(ref.file()), " ends before the ", ref.size(),
-                                            " bytes at offset ", ref.offset(),
-                                            ": the file was truncated"));
-  };
   auto reader = Reader(ref.file());
   if (!reader.ok()) return reader.status();
-  // A damaged index entry must not make us allocate what the file cannot hold.
-  if (ref.size() > (uint64_t{64} << 20)) {
-    uint64_t file_size = 0;
-    if (!env_->GetFileSize(FileName(ref.file()), &file_size).ok() || ref.offset() > file_size ||
-        ref.size() > file_size - ref.offset()) {
-      return truncated();
-    }
-  }
+  if (!FileHolds(ref)) return Truncated(ref);
   std::string out;
-  out.resize(ref.size());
-  leveldb::Slice got;
-  leveldb::Status s = (*reader)->Read(ref.offset(), ref.size(), &got, out.data());
-  if (!s.ok()) {
-    return absl::DataLossError(absl::StrCat("reading ", ref.size(), " bytes at offset ",
-                                            ref.offset(), " of ", FileName(ref.file()), ": ",
-                                            s.ToString()));
-  }
-  if (got.size() != ref.size()) return truncated();
-  if (got.data() != out.data()) std::memcpy(out.data(), got.data(), got.size());
-  if (ValueChecksum(out) != ref.crc32()) {
-    return absl::DataLossError(absl::StrCat("the ", ref.size(), " bytes at offset ", ref.offset(),
-                                            " of ", FileName(ref.file()),
-                                            " do not match their checksum: the file is damaged"));
-  }
+  TK_RETURN_IF_ERROR(ReadAt(
+      reader->get(), ref.offset(), ref.size(), &out, [&] { return Truncated(ref); },
+      FileName(ref.file())));
+  if (ValueChecksum(out) != ref.crc32()) return Damaged(ref);
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<ValueLog::Cursor>> ValueLog::OpenCursor(
+    const storage::ValueRef& ref) {
+  auto reader = Reader(ref.file());
+  if (!reader.ok()) return reader.status();
+  if (!FileHolds(ref)) return Truncated(ref);
+  return std::unique_ptr<Cursor>(new Cursor(this, *std::move(reader), ref));
+}
+
+absl::Status ValueLog::Cursor::Read(size_t max_bytes, std::string* out) {
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(max_bytes, remaining()));
+  TK_RETURN_IF_ERROR(ReadAt(
+      file_.get(), ref_.offset() + done_, n, out, [&] { return log_->Truncated(ref_); },
+      log_->FileName(ref_.file())));
+  crc_ = libdeflate_crc32(crc_, out->data(), out->size());
+  done_ += n;
+  if (done_ == ref_.size() && crc_ != ref_.crc32()) return log_->Damaged(ref_);
+  return absl::OkStatus();
 }
 
 }  // namespace tensorkeep

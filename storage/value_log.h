@@ -73,12 +73,42 @@ class ValueLog {
   // file and the offset.
   absl::StatusOr<std::string> Read(const storage::ValueRef& ref);
 
+  // The value `ref` points to, read piece by piece: each Read preads the
+  // next piece; the last one checks the checksum of the whole value (the same
+  // DataLoss errors as Read). Keeps its file open even if the log drops it.
+  class Cursor {
+   public:
+    uint64_t size() const { return ref_.size(); }
+    uint64_t remaining() const { return ref_.size() - done_; }
+    uint32_t checksum() const { return ref_.crc32(); }
+    absl::Status Read(size_t max_bytes, std::string* out);
+
+   private:
+    friend class ValueLog;
+    Cursor(const ValueLog* log, std::shared_ptr<leveldb::RandomAccessFile> file,
+           storage::ValueRef ref)
+        : log_(log), file_(std::move(file)), ref_(std::move(ref)) {}
+    const ValueLog* log_;
+    std::shared_ptr<leveldb::RandomAccessFile> file_;
+    storage::ValueRef ref_;
+    uint64_t done_ = 0;
+    uint32_t crc_ = 0;
+  };
+  absl::StatusOr<std::unique_ptr<Cursor>> OpenCursor(const storage::ValueRef& ref);
+
   std::string FileName(uint64_t file) const;
 
  private:
   ValueLog(leveldb::Env* env, std::string dir, uint64_t next_file, bool sync_directory,
            uint64_t max_file_bytes);
   absl::StatusOr<std::shared_ptr<leveldb::RandomAccessFile>> Reader(uint64_t file);
+  // DataLoss naming `ref`'s file: it ends before `ref`'s bytes, or they do not
+  // match their checksum.
+  absl::Status Truncated(const storage::ValueRef& ref) const;
+  absl::Status Damaged(const storage::ValueRef& ref) const;
+  // False when the file `ref` names cannot hold its bytes (a damaged index
+  // entry must not make a reader allocate what the file cannot hold).
+  bool FileHolds(const storage::ValueRef& ref) const;
   // Closes the file being written (after the next Sync when it holds unsynced bytes).
   void RetireFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status StartFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);

@@ -76,9 +76,10 @@ def server_binary() -> Optional[str]:
 class ServerProcess:
     """A running tensorkeep-server. ``address`` is its HOST:PORT."""
 
-    def __init__(self, data_dir: str, log_path: str):
+    def __init__(self, data_dir: str, log_path: str, extra_args: Optional[List[str]] = None):
         self.data_dir = data_dir
         self.log_path = log_path
+        self.extra_args = list(extra_args or [])
         self.proc: Optional[subprocess.Popen] = None
         self.host = ""
         self.port = 0
@@ -96,7 +97,7 @@ class ServerProcess:
         assert binary, "tensorkeep-server binary not found"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [binary, "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir],
+            [binary, "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir, *self.extra_args],
             stdout=subprocess.PIPE,
             stderr=log,
             stdin=subprocess.DEVNULL,

@@ -54,6 +54,7 @@ S = grpc.StatusCode
         (S.INVALID_ARGUMENT, "BAD_REQUEST", e.BadRequest),
         (S.DEADLINE_EXCEEDED, "TIMEOUT", e.WaitTimeout),
         (S.UNAVAILABLE, None, e.CollectorUnavailable),
+        (S.RESOURCE_EXHAUSTED, "STORAGE_FULL", e.CollectorUnavailable),
         (S.DEADLINE_EXCEEDED, None, e.WaitTimeout),
         (S.INTERNAL, "SOMETHING_NEW", e.TensorkeepError),
     ],
@@ -90,10 +91,12 @@ def test_unknown_reason_keeps_the_servers_message():
     assert "disk on fire" in str(err)
 
 
-def test_only_reasonless_connection_failures_are_transient():
+def test_connection_failures_and_a_full_disk_are_transient():
     assert _errors.is_transient(FakeRpcError(S.UNAVAILABLE))
     assert not _errors.is_transient(FakeRpcError(S.UNAVAILABLE, reason="STEP_NOT_YET_AVAILABLE"))
     assert not _errors.is_transient(FakeRpcError(S.INVALID_ARGUMENT))
+    assert _errors.is_transient(FakeRpcError(S.RESOURCE_EXHAUSTED, reason="STORAGE_FULL"))
+    assert not _errors.is_transient(FakeRpcError(S.RESOURCE_EXHAUSTED))  # a cap: resending will not help
 
 
 def test_exceptions_are_picklable_enough_to_print():

@@ -58,7 +58,8 @@ def test_a_full_disk_loses_nothing_flushed_and_writing_resumes_when_space_return
         pytest.skip("tensorkeep-server not built")
     data = small_disk / "data"
     data.mkdir()
-    server = ServerProcess(str(data), str(tmp_path / "server.log"))
+    # The disk guard off: this is what happens when the disk does fill.
+    server = ServerProcess(str(data), str(tmp_path / "server.log"), ["--min-free-disk-mb", "0"])
     server.start()
     try:
         filler = _fill(small_disk, 24 << 20)  # room for about half of what is pushed
@@ -103,6 +104,83 @@ def test_a_full_disk_loses_nothing_flushed_and_writing_resumes_when_space_return
         assert len(vlogs) < 10, f"{len(vlogs)} value files: failed writes left files behind"
         server.start()  # (on a new port)
         trial = create_trial(server.url("fulldisk"))
+        assert trial.steps() == list(range(STEPS))
+        got = trial.tensor("w").values()
+        for step in range(STEPS):
+            assert np.array_equal(got[step], values[step % 4] + step), f"step {step} differs"
+        trial.close()
+    finally:
+        release_clients()
+        server.stop()
+
+
+def test_the_disk_guard_refuses_new_data_before_the_disk_fills_and_queries_go_on(small_disk, tmp_path):
+    """--min-free-disk-mb: below the floor new data is refused (STORAGE_FULL),
+    the disk never fills, reads are served, and writing resumes by itself."""
+    if server_binary() is None:
+        pytest.skip("tensorkeep-server not built")
+    data = small_disk / "data"
+    data.mkdir()
+    server = ServerProcess(str(data), str(tmp_path / "server.log"), ["--min-free-disk-mb", "64"])
+    server.start()
+    try:
+        rng = np.random.default_rng(11)
+        values = [rng.standard_normal(VALUE, dtype=np.float32) for _ in range(4)]
+        # A trial stored before the disk runs short.
+        w = Writer(server.url("before"))
+        for step in range(4):
+            w.write_tensor("w", values[step], step=step, mode=modes.TRAIN)
+            w.end_step(step)
+        w.close(end_of_training=True, timeout=60)
+
+        filler = _fill(small_disk, 80 << 20)  # 16 MiB above the floor; 40 MiB are pushed
+        done = threading.Event()
+        errors = []
+
+        def train() -> None:
+            try:
+                w = Writer(server.url("guarded"), retry_timeout=120)
+                for step in range(STEPS):
+                    w.write_tensor("w", values[step % 4] + step, step=step, mode=modes.TRAIN)
+                    w.end_step(step)
+                w.flush(timeout=120)
+                w.close(end_of_training=True, timeout=60)
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                errors.append(e)
+            finally:
+                done.set()
+
+        t = threading.Thread(target=train, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 60
+        log = ""
+        least_free = 1 << 40
+        while time.monotonic() < deadline and "keeps 64 MiB free" not in log and not done.is_set():
+            time.sleep(0.1)
+            st = os.statvfs(small_disk)
+            least_free = min(least_free, st.f_bavail * st.f_frsize)
+            with open(tmp_path / "server.log", errors="replace") as f:
+                log = f.read()
+        assert "keeps 64 MiB free" in log, f"the guard never refused a write: {log[-2000:]}"
+        assert str(data) in log, "the refusal does not name the data directory"
+        assert not done.is_set(), f"the writer finished below the floor: {errors}"
+        assert "No space left" not in log, "the disk filled under the guard"
+        # Reads go on while writes are refused.
+        before = create_trial(server.url("before"))
+        assert before.steps() == [0, 1, 2, 3]
+        got = before.tensor("w").values()
+        for step in range(4):
+            assert np.array_equal(got[step], values[step])
+        before.close()
+        for _ in range(10):  # the writer keeps retrying meanwhile
+            time.sleep(0.1)
+            st = os.statvfs(small_disk)
+            least_free = min(least_free, st.f_bavail * st.f_frsize)
+        assert least_free >= 56 << 20, f"free space went down to {least_free >> 20} MiB"
+        os.remove(filler)
+        assert done.wait(120), "writing did not resume after space was freed"
+        assert not errors, errors
+        trial = create_trial(server.url("guarded"))
         assert trial.steps() == list(range(STEPS))
         got = trial.tensor("w").values()
         for step in range(STEPS):

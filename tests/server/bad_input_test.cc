@@ -7,13 +7,14 @@
 
 #include "base/errors.h"
 #include "gmock/gmock.h"
+#include "server/stored_record.h"
 #include "tests/server/test_server.h"
 
 namespace tensorkeep {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Float32Record;
+using ::testing::HasSubstr;
 
 class BadInputTest : public testing::ServerFixture {
  protected:
@@ -78,8 +79,8 @@ class BadInputTest : public testing::ServerFixture {
   void ExpectRejected(v1::TensorRecord bad, const std::string& message_part) {
     const std::string name = bad.name();
     std::string reason;
-    grpc::Status s = Push({Records({Float32Record("companion", 1, 4, 2), std::move(bad)})}, true,
-                          &reason);
+    grpc::Status s =
+        Push({Records({Float32Record("companion", 1, 4, 2), std::move(bad)})}, true, &reason);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
     EXPECT_EQ(reason, "BAD_REQUEST");
     EXPECT_THAT(s.error_message(), HasSubstr(message_part));
@@ -182,6 +183,30 @@ TEST_F(BadInputTest, RejectsRewritingACommittedStepWithOtherDataButAcceptsAnIden
   s = Push({Records({good_}), close}, true, &reason);
   EXPECT_TRUE(s.ok()) << s.error_message();
   ExpectUnharmed("");
+}
+
+TEST_F(BadInputTest, ALargeValueResentIsComparedWithWhatIsStoredAndADifferingOneIsAConflict) {
+  // Large values (in the value log) are compared by their stored checksum.
+  const auto big = Float32Record("big", 1, 200000, 5);
+  ASSERT_GT(big.data().size(), kMaxInlineValueBytes);
+  v1::PushRequest end1;
+  end1.mutable_end_step()->set_step(1);
+  v1::PushRequest close;
+  close.mutable_close();
+  std::string reason;
+  grpc::Status s = Push({Records({good_}), Records({big}), end1, close}, true, &reason);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  s = Push({Records({big}), close}, true, &reason);
+  EXPECT_TRUE(s.ok()) << "an identical resend of a large value: " << s.error_message();
+  auto changed = big;
+  (*changed.mutable_data())[123456] ^= 1;  // one bit
+  s = Push({Records({changed})}, true, &reason);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
+  EXPECT_EQ(reason, "CONFLICT");
+  EXPECT_THAT(s.error_message(), HasSubstr("differs from what is stored"));
+  auto v = TrialOf("t").tensor("big").GetValue(1);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->data == big.data()) << "the stored value was changed";
 }
 
 TEST_F(BadInputTest, AStreamThatDiesMidTensorStoresNothingOfIt) {

@@ -86,6 +86,8 @@ class CommitterTest : public ::testing::Test {
     store_ = std::move(*store);
     CollectorOptions co;
     co.sync = sync_;
+    co.max_trials = max_trials_;
+    co.max_steps_per_trial = max_steps_per_trial_;
     auto c = Collector::Create(co, store_.get());
     ASSERT_TRUE(c.ok()) << c.status();
     collector_ = std::move(*c);
@@ -119,6 +121,8 @@ class CommitterTest : public ::testing::Test {
   testing::FaultEnv env_{mem_.get()};
   bool sync_ = false;
   size_t write_buffer_size_ = 4 << 20;
+  size_t max_trials_ = kMaxTrials;
+  size_t max_steps_per_trial_ = kMaxStepsPerTrial;
   std::unique_ptr<LevelDbTensorStore> store_;
   std::unique_ptr<Collector> collector_;
 };
@@ -314,6 +318,57 @@ TEST_F(CommitterTest, ATrialHoldsAtMostTheLimitOfTensorNames) {
   Stream other(collector_.get());
   ASSERT_TRUE(other.Open("u", "worker_0").ok());
   EXPECT_TRUE(other.Records(scalars(0, 0, 10)).ok());
+}
+
+TEST_F(CommitterTest, ACollectorHoldsAtMostTheLimitOfTrials) {
+  max_trials_ = 3;
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  for (int i = 0; i < 3; ++i) {
+    Stream s(collector_.get());
+    ASSERT_TRUE(s.Open("t" + std::to_string(i), "worker_0").ok()) << i;
+    ASSERT_TRUE(s.Records({Float32Record("x", 0, 4, i)}).ok()) << i;
+  }
+  Stream one_more(collector_.get());
+  absl::Status refused = one_more.Open("t3", "worker_0");
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("holds 3 trials"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("'t3'"));
+  EXPECT_FALSE(collector_->GetTrial("t3").ok()) << "a refused trial is not created";
+  // The trials it holds take writers and keep their data, also after a restart.
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  Stream again(collector_.get());
+  EXPECT_TRUE(again.Open("t1", "worker_1").ok());
+  EXPECT_EQ(ValueOf("t2", "x", 0), Float32Record("x", 0, 4, 2).data());
+  Stream still(collector_.get());
+  EXPECT_TRUE(absl::IsResourceExhausted(still.Open("t3", "worker_0")));
+}
+
+TEST_F(CommitterTest, ATrialHoldsAtMostTheLimitOfSteps) {
+  max_steps_per_trial_ = 5;
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  Stream s(collector_.get());
+  ASSERT_TRUE(s.Open("t", "worker_0").ok());
+  for (uint64_t step = 0; step < 4; ++step) {
+    ASSERT_TRUE(s.Records({Float32Record("x", step, 4, 1)}).ok()) << step;
+  }
+  // A message adding two steps when one is left is refused whole.
+  absl::Status refused = s.Records({Float32Record("x", 4, 4, 1), Float32Record("x", 5, 4, 1)});
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("holds 4 steps; 2 more"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("MAX_STEPS_PER_TRIAL"));
+  EXPECT_EQ(GetTrial("t")->StepCount(), 4u);
+  // A refused write fails its stream's later writes (nothing after it may be
+  // acknowledged); a new stream fills the last step and is then refused.
+  Stream s2(collector_.get());
+  ASSERT_TRUE(s2.Open("t", "worker_1").ok());
+  EXPECT_TRUE(s2.Records({Float32Record("y", 2, 4, 1)}).ok()) << "a step it holds";
+  EXPECT_TRUE(s2.Records({Float32Record("y", 4, 4, 1)}).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(s2.Records({Float32Record("y", 6, 4, 1)})));
+  EXPECT_EQ(GetTrial("t")->StepCount(), 5u);
+  // Other trials are not affected.
+  Stream other(collector_.get());
+  ASSERT_TRUE(other.Open("u", "worker_0").ok());
+  EXPECT_TRUE(other.Records({Float32Record("x", 9, 4, 1)}).ok());
 }
 
 // LevelDB closes a rotated log without fsync and relies on the flush of its

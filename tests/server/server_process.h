@@ -69,14 +69,9 @@ class ServerProcess {
   }
   pid_t pid() const { return pid_; }
   // The process's peak resident memory (VmHWM) in bytes, 0 if unknown.
-  uint64_t PeakRssBytes() const {
-    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
-    std::string line;
-    while (std::getline(status, line)) {
-      if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-    }
-    return 0;
-  }
+  uint64_t PeakRssBytes() const { return StatusBytes("VmHWM:"); }
+  // Its resident memory now (VmRSS).
+  uint64_t RssBytes() const { return StatusBytes("VmRSS:"); }
   void Signal(int sig) {
     if (pid_ > 0) kill(pid_, sig);
   }
@@ -94,6 +89,14 @@ class ServerProcess {
   std::string stderr_text;
 
  private:
+  uint64_t StatusBytes(const std::string& field) const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size())) * 1024;
+    }
+    return 0;
+  }
   void ReadStderr() {
     if (err_fd_ < 0) return;
     char buf[4096];

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/errors.h"
 #include "gtest/gtest.h"
 #include "leveldb/db.h"
 #include "leveldb/env.h"
@@ -20,10 +23,13 @@ namespace {
 class LevelDbTensorStoreTest : public ::testing::Test {
  protected:
   void SetUp() override { env_.reset(leveldb::NewMemEnv(leveldb::Env::Default())); }
-  std::unique_ptr<LevelDbTensorStore> Open() {
+  std::unique_ptr<LevelDbTensorStore> Open(uint64_t min_free_bytes = 0,
+                                           std::function<std::optional<uint64_t>()> free = {}) {
     LevelDbOptions o;
     o.path = "/db";
     o.env = env_.get();
+    o.min_free_bytes = min_free_bytes;
+    o.free_bytes = std::move(free);
     auto s = LevelDbTensorStore::Open(o);
     EXPECT_TRUE(s.ok()) << s.status();
     return std::move(*s);
@@ -224,6 +230,111 @@ TEST_F(LevelDbTensorStoreTest, ADamagedOrTruncatedValueFileIsDataLossNamingTheFi
   batch->Put(TrialKey("t"), "still writable");
   ASSERT_TRUE(store->Write(batch.get(), false).ok());
   EXPECT_EQ(**store->Get(TrialKey("t")), "still writable");
+}
+
+TEST_F(LevelDbTensorStoreTest, TheDiskGuardRefusesWritesBelowTheFloorAndResumesWhenSpaceIsBack) {
+  std::atomic<uint64_t> free{uint64_t{3} << 20};
+  std::atomic<int> measured{0};
+  auto store = Open(uint64_t{1} << 20, [&]() -> std::optional<uint64_t> {
+    ++measured;
+    return free.load();
+  });
+  const auto write = [&](const std::string& key, size_t bytes) {
+    auto batch = store->NewBatch();
+    batch->Put(key, std::string(bytes, 'v'));
+    return store->Write(batch.get(), false);
+  };
+  ASSERT_TRUE(write("a", 1 << 20).ok()) << "3 MiB free, 1 MiB kept: room for 2";
+  EXPECT_EQ(measured.load(), 1);
+  // Within 100 ms the guard subtracts what it wrote instead of measuring.
+  ASSERT_TRUE(write("c", 512 << 10).ok());
+  EXPECT_EQ(measured.load(), 1);
+  // Someone else fills the disk: a write that its estimate says would pass
+  // the floor is decided by a fresh measurement, and refused.
+  free = uint64_t{1200} << 10;
+  absl::Status refused = write("b", 1536 << 10);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_EQ(GetReason(refused), Reason::kStorageFull);
+  EXPECT_NE(refused.message().find("/db"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("keeps 1 MiB free"), std::string::npos) << refused;
+  EXPECT_EQ(measured.load(), 2) << "a refusal goes by a fresh measurement";
+  // Nothing of the refused write is there; reads go on.
+  EXPECT_FALSE(store->Get("b")->has_value());
+  EXPECT_EQ(store->Get("a")->value(), std::string(1 << 20, 'v'));
+  // Space comes back: the next write goes through, with no reopen.
+  free = uint64_t{100} << 20;
+  EXPECT_TRUE(write("b", 1536 << 10).ok());
+  EXPECT_EQ(store->Get("b")->value().size(), 1536u << 10);
+}
+
+// Reads `key` with OpenBulk in pieces of `piece` bytes; the status of the
+// first failing read (or OK) and the bytes read before it.
+absl::Status ReadInPieces(TensorStore* store, const std::string& key, size_t piece,
+                          std::string* got, int* reads) {
+  auto reader = store->OpenBulk(key);
+  if (!reader.ok()) return reader.status();
+  if (*reader == nullptr) return absl::NotFoundError("absent");
+  got->clear();
+  *reads = 0;
+  std::string out;
+  while ((*reader)->remaining() > 0 && *reads < 1000) {
+    const uint64_t before = (*reader)->remaining();
+    absl::Status s = (*reader)->Read(piece, &out);
+    ++*reads;
+    if (!s.ok()) return s;
+    if ((*reader)->remaining() != before - out.size() || out.empty()) {
+      return absl::InternalError("remaining() did not go down by the piece read");
+    }
+    got->append(out);
+  }
+  return absl::OkStatus();
+}
+
+TEST_F(LevelDbTensorStoreTest, OpenBulkReadsAValueInPiecesAndChecksItsChecksumAtTheEnd) {
+  const std::string first = ValueKey("t", 0, "w", 1, "x");
+  const std::string second = ValueKey("t", 1, "w", 2, "x");
+  std::string value(10000, '\0');
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 7 + i / 251);
+  {
+    auto store = Open();
+    for (const auto& key : {first, second}) {
+      auto batch = store->NewBatch();
+      batch->Put(key, value);
+      ASSERT_TRUE(store->Write(batch.get(), false).ok());
+    }
+    std::string got;
+    int reads = 0;
+    ASSERT_TRUE(ReadInPieces(store.get(), first, 3000, &got, &reads).ok());
+    EXPECT_EQ(got, value);
+    EXPECT_EQ(reads, 4);  // 3000 + 3000 + 3000 + 1000
+    // A small entry (not in the value log) and an absent key.
+    auto batch = store->NewBatch();
+    batch->Put(TrialKey("t"), "meta");
+    ASSERT_TRUE(store->Write(batch.get(), false).ok());
+    ASSERT_TRUE(ReadInPieces(store.get(), TrialKey("t"), 3, &got, &reads).ok());
+    EXPECT_EQ(got, "meta");
+    auto absent = store->OpenBulk(ValueKey("t", 9, "w", 9, "x"));
+    ASSERT_TRUE(absent.ok());
+    EXPECT_EQ(*absent, nullptr);
+  }
+  const std::string file = std::string("/db/") + kValuesSubdir + "/000001.vlog";
+  std::string bytes = ReadWholeFile(env_.get(), file);
+  ASSERT_EQ(bytes.size(), 20000u);
+  bytes[5000] ^= 1;     // one bit in the middle of the first value
+  bytes.resize(17000);  // and the second one cut short
+  ASSERT_TRUE(leveldb::WriteStringToFile(env_.get(), bytes, file).ok());
+  auto store = Open();
+  std::string got;
+  int reads = 0;
+  absl::Status damaged = ReadInPieces(store.get(), first, 3000, &got, &reads);
+  EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss) << damaged;
+  EXPECT_NE(damaged.message().find("checksum"), std::string::npos) << damaged;
+  EXPECT_EQ(reads, 4) << "the damage is found by the read of the last piece";
+  absl::Status cut = ReadInPieces(store.get(), second, 3000, &got, &reads);
+  EXPECT_EQ(cut.code(), absl::StatusCode::kDataLoss) << cut;
+  EXPECT_NE(cut.message().find("truncated"), std::string::npos) << cut;
+  EXPECT_NE(cut.message().find("000001.vlog"), std::string::npos) << cut;
+  EXPECT_EQ(got, value.substr(0, 6000)) << "the pieces before the cut were read";
 }
 
 // Wraps the value log's files: counts their Sync() calls and fails the next

@@ -59,8 +59,15 @@ def _details(err: grpc.RpcError) -> str:
 
 
 def is_transient(err: grpc.RpcError) -> bool:
-    """True when the call failed for want of a collector, not because of what it asked."""
-    return reason_of(err) is None and _code(err) in _TRANSIENT_CODES
+    """True when the call failed for want of a collector, not because of what it asked.
+
+    A collector whose disk is short of space (STORAGE_FULL) refuses new data
+    until space is freed: writers wait and resend, as for a collector away.
+    """
+    reason = reason_of(err)
+    if reason == "STORAGE_FULL":
+        return True
+    return reason is None and _code(err) in _TRANSIENT_CODES
 
 
 def translate(
@@ -104,7 +111,7 @@ def translate(
         e = exc.BadRequest(details)
     elif reason == "TIMEOUT" or (reason is None and code == grpc.StatusCode.DEADLINE_EXCEEDED):
         e = exc.WaitTimeout(details or "deadline exceeded")
-    elif reason is None and code in _TRANSIENT_CODES:
+    elif reason == "STORAGE_FULL" or (reason is None and code in _TRANSIENT_CODES):
         e = exc.CollectorUnavailable(f"collector unavailable: {details} ({code.name})")
     else:
         e = exc.TensorkeepError(

@@ -28,6 +28,8 @@ MAX_WAIT_STEPS = _limits.MAX_WAIT_STEPS  # a longer wait_for_steps goes in sever
 MAX_WATCHERS = _limits.MAX_WATCHERS  # the collector's; nothing to check here
 MAX_TRIAL_WATCHERS = _limits.MAX_TRIAL_WATCHERS
 MAX_TENSOR_NAMES_PER_TRIAL = _limits.MAX_TENSOR_NAMES_PER_TRIAL  # the collector's; nothing to check here
+MAX_TRIALS = _limits.MAX_TRIALS  # the collector's; nothing to check here
+MAX_STEPS_PER_TRIAL = _limits.MAX_STEPS_PER_TRIAL  # the collector's; nothing to check here
 MAX_PUSH_MESSAGE_BYTES = _limits.MAX_PUSH_MESSAGE_BYTES  # the writer sends at most 4 MiB
 
 TRIAL_RE = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_TRIAL_NAME_BYTES)
