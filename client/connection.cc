@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
+#include "proto/limits.pb.h"
 
 namespace tensorkeep {
 
@@ -24,6 +25,11 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(512 << 20);
   args.SetMaxSendMessageSize(512 << 20);
+  // Reconnect as quickly as writers retry after a collector restart (gRPC's
+  // default starts at 1 s and backs off up to 120 s); proto/limits.proto.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_FIRST_MS);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_FIRST_MS);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_MAX_MS);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   return std::shared_ptr<Connection>(new Connection(address, std::move(channel)));
 }

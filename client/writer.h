@@ -1,12 +1,26 @@
 // Writer: pushes one worker's tensors to a collector.
 //
-// Write() validates a record and queues it; a sender thread packs queued
+// Write() validates a record and queues it; a stream thread packs queued
 // records into messages of about `message_bytes` (splitting values larger
-// than a chunk) and streams them; an ack thread reads the collector's acks.
-// Memory is bounded: a record's bytes count from Write() until the collector
-// acknowledges them as durable, and Write() blocks while the total would
-// exceed `max_buffered_bytes` (backpressure, not buffering). Flush() returns
-// once everything written before it is durable.
+// than a chunk; whole queued steps share a message) and streams them, and an
+// ack thread per stream reads the collector's acks. Every message is kept
+// until the collector acknowledges it, which it does only once the data is
+// durable.
+//
+// Reconnecting: when the stream breaks for want of a collector (it stopped,
+// crashed, restarted, or the connection dropped), the stream thread opens a
+// new stream after a backoff (ReconnectBackoff: exponential with jitter) and
+// resends every unacknowledged message in order (a chunked value whole, from
+// its record), so nothing is lost and, the collector skipping identical
+// resends, nothing is duplicated. It gives up once it has failed to reach the
+// collector for `retry_timeout_seconds`: Write/Flush/Close then fail with an
+// error naming the steps and tensors that were not saved. Errors that are the
+// writer's own doing (a conflict, a bad record, a limit) fail at once.
+//
+// Memory is bounded, connected or not: a record's bytes count from Write()
+// until the collector acknowledges them as durable, and Write() blocks while
+// the total would exceed `max_buffered_bytes` (backpressure, not buffering).
+// Flush() returns once everything written before it is durable.
 //
 // Thread safety: all methods are thread-safe; records are sent in the order
 // their Write() calls returned.
@@ -14,8 +28,11 @@
 #define TENSORKEEP_CLIENT_WRITER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/connection.h"
+#include "client/reconnect_backoff.h"
 #include "proto/tensorkeep.pb.h"
 
 namespace tensorkeep {
@@ -40,6 +58,12 @@ struct WriterOptions {
   size_t message_bytes = 1u << 20;
   // Values larger than this are sent as a record plus Chunk messages.
   size_t chunk_bytes = 4u << 20;
+  // Reconnecting (defaults: proto/limits.proto, ReconnectPolicy). The writer
+  // gives up after failing to reach the collector for this long (0: at the
+  // first failure; infinity: never).
+  double retry_timeout_seconds = kReconnectGiveUpSeconds;
+  double backoff_first_seconds = kReconnectBackoffFirstSeconds;
+  double backoff_max_seconds = kReconnectBackoffMaxSeconds;
 };
 
 class Writer {
@@ -48,7 +72,9 @@ class Writer {
   // reached within `connect_timeout_seconds`.
   static absl::StatusOr<std::unique_ptr<Writer>> Open(const WriterOptions& options,
                                                       double connect_timeout_seconds = 10);
-  // Closes without end-of-training if Close() was not called.
+  // Closes without end-of-training if Close() was not called, waiting at most
+  // kExitCloseSeconds for what was queued to be acknowledged (a warning
+  // names what was not saved).
   ~Writer();
 
   // Queues one record (`record.data` is moved from). InvalidArgument for a
@@ -68,49 +94,82 @@ class Writer {
   std::string StopReason() const;
   // This worker's highest durable committed step (-1 if none).
   int64_t CommittedThrough() const { return committed_through_.load(); }
+  // Streams opened after the first (reconnections that reached a collector).
+  int Reconnects() const { return reconnects_.load(); }
 
  private:
-  struct FlushWait {
-    bool sent = false;
-    uint64_t seq = 0;
-  };
   struct Item {
     enum Kind { kRecord, kEndStep, kFlush, kClose } kind;
     v1::TensorRecord record;
     uint64_t step = 0;
     bool end_of_training = false;
-    std::shared_ptr<FlushWait> flush;
+    uint64_t ticket = 0;  // kFlush
+    size_t bytes = 0;     // counted in buffered_bytes_
+    int end_steps = 1;    // kEndStep: how many EndStep items it stands for
+  };
+  // One message built from the queue, kept until acknowledged.
+  struct Message {
+    Item::Kind kind;
+    v1::PushRequest request;     // seq set when sent
+    size_t bytes = 0;            // released when acknowledged
+    uint64_t id = 0;             // position in the writer's message sequence
+    uint64_t gen = 0;            // the stream it was last sent on (0: not yet)
+    uint64_t seq = 0;            // its seq on that stream
+    bool chunks_follow = false;  // Chunk messages carry the rest of its last value
+    bool is_chunk = false;
+    uint64_t ticket = 0;  // kFlush
   };
 
   explicit Writer(const WriterOptions& options);
-  absl::Status Enqueue(Item item, size_t bytes);
-  absl::Status WaitFlushed(const std::shared_ptr<FlushWait>& wait);
-  void SendLoop();
-  void AckLoop();
-  // Sends `request` with the next seq; bytes are released when it is acked.
-  bool Send(v1::PushRequest& request, size_t bytes);
+  absl::Status Enqueue(Item item);
+  absl::Status WaitFor(std::unique_lock<std::mutex>& lock, const std::function<bool()>& done,
+                       std::chrono::steady_clock::time_point deadline);
+  absl::Status CloseUntil(bool end_of_training, std::chrono::steady_clock::time_point deadline);
+  // The stream thread: opens streams, sends, reconnects.
+  void Run();
+  // Sends Open, the unacknowledged messages and new ones on stream `gen`
+  // until it breaks, Close is sent, or the writer is abandoned.
+  void Stream(uint64_t gen, grpc::ClientReaderWriter<v1::PushRequest, v1::PushResponse>* stream);
+  // The message with id `id`, packing it from the queue if needed; null once
+  // stream `gen` ended or the writer is abandoned.
+  std::shared_ptr<Message> NextMessage(uint64_t gen, uint64_t id);
+  // Pops the next message's worth of queued items (requires mu_).
+  std::vector<Item> TakeBatchLocked();
+  std::vector<std::shared_ptr<Message>> Build(std::vector<Item> items) const;
+  void ReadAcks(uint64_t gen, grpc::ClientReaderWriter<v1::PushRequest, v1::PushResponse>* stream,
+                grpc::ClientContext* context);
+  // Fails the writer for good with `status` plus what was not saved.
   void Fail(const absl::Status& status);
+  // "N tensors at steps ... ('a', 'b', ...)" of everything not acknowledged
+  // (requires mu_); empty when nothing is unsaved.
+  std::string UnsavedLocked() const;
 
   const WriterOptions options_;
   std::shared_ptr<Connection> connection_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::PushRequest, v1::PushResponse>> stream_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Item> queue_;
-  size_t buffered_bytes_ = 0;                      // queued or unacknowledged
-  std::deque<std::pair<uint64_t, size_t>> unacked_;  // (seq, bytes) sent
-  uint64_t next_seq_ = 1;                          // sender thread only
-  uint64_t acked_seq_ = 0;
-  bool closed_ = false;
+  std::condition_variable cv_;  // signalled on every state change
+  std::deque<Item> queue_;
+  size_t buffered_bytes_ = 0;                     // queued or unacknowledged
+  std::deque<std::shared_ptr<Message>> pending_;  // built, not acknowledged
+  uint64_t next_id_ = 1;
+  uint64_t gen_ = 0;                        // the current stream
+  bool stream_ended_ = false;               // the current stream's reads ended
+  absl::Status stream_status_;              // ... with this status
+  bool stream_acked_ = false;               // the current stream received an ack
+  grpc::ClientContext* context_ = nullptr;  // the current stream's
+  uint64_t flush_tickets_ = 0;
+  uint64_t flushed_ticket_ = 0;
+  bool close_queued_ = false;
+  bool close_acked_ = false;
+  bool abandoned_ = false;  // the destructor stops the stream thread
   absl::Status error_;
   std::string stop_reason_;
 
   std::atomic<bool> stop_requested_{false};
   std::atomic<int64_t> committed_through_{-1};
-  std::thread sender_;
-  std::thread acker_;
+  std::atomic<int> reconnects_{0};
+  std::thread runner_;
 };
 
 }  // namespace client

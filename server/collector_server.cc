@@ -76,14 +76,16 @@ void CollectorServer::Shutdown(double grace_seconds) {
   if (server_ != nullptr) {
     // gRPC's Shutdown(deadline) waits for the whole deadline while any client
     // keeps a channel open, busy or not. So drain the writers ourselves:
-    // refuse new Push streams, wait (bounded) for the open ones to be closed
-    // by their writers, then stop gRPC with a short deadline, cancelling
-    // read-only calls (waits and watches are resumable).
+    // refuse new Push streams, end the open ones once what they read is
+    // durable and acknowledged (their writers reconnect to the restarted
+    // collector and resend the rest), wait for that (bounded), then stop gRPC
+    // with a short deadline, cancelling read-only calls (waits and watches
+    // are resumable).
     service_->StartDraining();
     const auto give_up = std::chrono::steady_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
     if (service_->active_pushes() > 0) {
-      spdlog::info("waiting up to {} s for {} writer stream(s) to close", grace_seconds,
+      spdlog::info("waiting up to {} s for {} writer stream(s) to end", grace_seconds,
                    service_->active_pushes());
     }
     while (service_->active_pushes() > 0 && std::chrono::steady_clock::now() < give_up) {

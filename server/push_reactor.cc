@@ -23,19 +23,69 @@ google::protobuf::ArenaOptions RequestArenaOptions(char* first_block) {
 
 }  // namespace
 
+bool PushStreams::Add(const std::shared_ptr<Guard>& guard) {
+  active_.fetch_add(1);
+  std::lock_guard<std::mutex> lock(mu_);
+  guards_.erase(std::remove_if(guards_.begin(), guards_.end(),
+                               [](const std::weak_ptr<Guard>& g) { return g.expired(); }),
+                guards_.end());
+  guards_.push_back(guard);
+  return !draining_;
+}
+
+void PushStreams::Remove() { active_.fetch_sub(1); }
+
+void PushStreams::DrainAll() {
+  std::vector<std::weak_ptr<Guard>> guards;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+    guards = guards_;
+  }
+  for (const auto& weak : guards) {
+    if (auto g = weak.lock()) {
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (g->reactor != nullptr) g->reactor->Drain();
+    }
+  }
+}
+
 PushReactor::PushReactor(grpc::CallbackServerContext* context, Collector* collector,
-                         std::atomic<int>* active)
+                         PushStreams* streams)
     : context_(context),
       collector_(collector),
-      active_(active),
+      streams_(streams),
       session_(collector),
       guard_(std::make_shared<Guard>()),
       arena_block_(new char[kArenaFirstBlock]),
       arena_(RequestArenaOptions(arena_block_.get())),
       request_(google::protobuf::Arena::CreateMessage<v1::PushRequest>(&arena_)) {
   guard_->reactor = this;
-  active_->fetch_add(1);
+  if (!streams_->Add(guard_)) {
+    // Registered after the collector began to shut down: end at once.
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+    }
+    Drain();
+    return;
+  }
   StartRead(request_);
+}
+
+void PushReactor::Drain() {
+  Actions action;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || reads_done_) return;  // ending already
+    reads_done_ = true;
+    error_ = absl::UnavailableError(
+        absl::StrCat("the collector is shutting down; messages after ", last_seq_,
+                     " were not read: reconnect and resend what was not acknowledged"));
+    ack_wanted_ = true;
+    action = NextActionsLocked();
+  }
+  Act(action);
 }
 
 void PushReactor::OnDone() {
@@ -44,9 +94,9 @@ void PushReactor::OnDone() {
     std::lock_guard<std::mutex> lock(guard->mu);
     guard->reactor = nullptr;
   }
-  std::atomic<int>* active = active_;
+  PushStreams* streams = streams_;
   delete this;
-  active->fetch_sub(1);
+  streams->Remove();
 }
 
 void PushReactor::OnTrialChanged() {
@@ -80,6 +130,22 @@ void PushReactor::OnReadDone(bool ok) {
     }
     action = NextActionsLocked();
   } else {
+    bool drop = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reads_done_) {
+        // Drained (or the client went away) while this read was pending:
+        // the message is not handled (never acknowledged: the writer
+        // resends it), and no write may outlive the reactor.
+        drop = true;
+        reading_ = false;
+        action = NextActionsLocked();
+      }
+    }
+    if (drop) {
+      Act(action);
+      return;
+    }
     const uint64_t seq = request_->seq();
     auto outcome = session_.Handle(*request_);
     arena_.Reset();

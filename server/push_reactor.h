@@ -25,6 +25,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/arena.h"
@@ -34,6 +35,36 @@
 #include "server/write_session.h"
 
 namespace tensorkeep {
+
+class PushReactor;
+
+// The live Push streams of one service: their count, and a way to end them
+// all when the collector shuts down (SIGTERM). A drained stream reads no
+// more messages; once its in-flight writes are durable and acknowledged it
+// ends with UNAVAILABLE, and its writer reconnects (to the restarted
+// collector) and resends what was not acknowledged. So a shutdown takes as
+// long as the writes already read, not the writers' patience.
+//
+// Thread safety: thread-safe.
+class PushStreams {
+ public:
+  // Push reactors not yet done.
+  int active() const { return active_.load(); }
+  // Drains every live stream, and every stream registered after this.
+  void DrainAll();
+
+ private:
+  friend class PushReactor;
+  struct Guard;
+  // Registers a new stream; false if draining has begun (the stream ends at once).
+  bool Add(const std::shared_ptr<Guard>& guard);
+  void Remove();
+
+  std::atomic<int> active_{0};
+  std::mutex mu_;
+  bool draining_ = false;                     // guarded by mu_
+  std::vector<std::weak_ptr<Guard>> guards_;  // guarded by mu_; pruned on Add
+};
 
 class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse> {
  public:
@@ -46,9 +77,8 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   static constexpr size_t kStreamWindowBytes = 8u << 20;
   static constexpr size_t kMaxInflightMessages = 256;
 
-  // `active` (not owned) counts live Push reactors: incremented here,
-  // decremented in OnDone.
-  PushReactor(grpc::CallbackServerContext* context, Collector* collector, std::atomic<int>* active);
+  // `streams` (not owned) registers the reactor until OnDone.
+  PushReactor(grpc::CallbackServerContext* context, Collector* collector, PushStreams* streams);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -71,20 +101,19 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   // A commit of the trial: sends an ack at once if a stop was requested, so a
   // writer learns of it without having to send anything.
   void OnTrialChanged();
+  // The collector shuts down: read no more, end once the writes read are
+  // durable and acknowledged (PushStreams).
+  void Drain();
 
-  // Shared with the trial subscription; OnDone takes `mu` before deleting
-  // the reactor, so the callback never sees a deleted reactor.
-  struct Guard {
-    std::mutex mu;
-    PushReactor* reactor = nullptr;
-  };
+  friend class PushStreams;
+  using Guard = PushStreams::Guard;
   v1::PushResponse MakeAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The highest seq an ack may cover now: every message up to it is durable.
   uint64_t AckableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   grpc::CallbackServerContext* const context_;
   Collector* const collector_;
-  std::atomic<int>* const active_;
+  PushStreams* const streams_;
   WriteSession session_;  // used by OnReadDone only (one read at a time)
   std::shared_ptr<Guard> guard_;
   std::shared_ptr<TrialSubscription> subscription_;  // set once, after Open
@@ -120,6 +149,13 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_sent_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+// Shared with the trial subscription and PushStreams; OnDone takes `mu`
+// before deleting the reactor, so their callbacks never see a deleted reactor.
+struct PushStreams::Guard {
+  std::mutex mu;
+  PushReactor* reactor = nullptr;
 };
 
 }  // namespace tensorkeep

@@ -80,7 +80,7 @@ class RefusedPushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::P
 grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse>* TensorKeepService::Push(
     grpc::CallbackServerContext* context) {
   if (draining_.load()) return new RefusedPushReactor();
-  return new PushReactor(context, collector_, &active_pushes_);
+  return new PushReactor(context, collector_, &pushes_);
 }
 
 grpc::ServerUnaryReactor* TensorKeepService::ListTrials(grpc::CallbackServerContext* context,

@@ -20,6 +20,7 @@
 
 #include "proto/tensorkeep.grpc.pb.h"
 #include "server/collector.h"
+#include "server/push_reactor.h"
 
 namespace tensorkeep {
 
@@ -29,10 +30,14 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
   explicit TensorKeepService(Collector* collector) : collector_(collector) {}
 
   // Shutdown, first phase: new Push streams are refused (UNAVAILABLE); the
-  // open ones go on until their writers close them.
-  void StartDraining() { draining_.store(true); }
+  // open ones read no more and end (UNAVAILABLE) once what they read is
+  // durable and acknowledged: their writers reconnect and resend the rest.
+  void StartDraining() {
+    draining_.store(true);
+    pushes_.DrainAll();
+  }
   // Push streams not yet done.
-  int active_pushes() const { return active_pushes_.load(); }
+  int active_pushes() const { return pushes_.active(); }
 
   grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse>* Push(
       grpc::CallbackServerContext* context) override;
@@ -100,7 +105,7 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
  private:
   Collector* const collector_;
   std::atomic<bool> draining_{false};
-  std::atomic<int> active_pushes_{0};
+  PushStreams pushes_;
 };
 
 }  // namespace tensorkeep

@@ -1,10 +1,18 @@
 """The Writer survives a collector crash: kill -9 mid-run, restart on the same data
 directory and port, and every record arrives exactly once; acknowledged data
-survived the crash. Readers retry idempotent queries across a restart."""
+survived the crash. The same across SIGTERM and kill -9 restarts in a row, with
+values sent in chunks; a collector that never comes back fails flush/close within
+retry_timeout, naming what was not saved. Readers retry idempotent queries across
+a restart. (The C++ writer's counterpart: tests/server/writer_reconnect_test.cc.)"""
+
+import time
 
 import numpy as np
+import pytest
 
 from tensorkeep import Writer
+from tensorkeep._push import MAX_BATCH_BYTES
+from tensorkeep.exceptions import CollectorUnavailable
 from tensorkeep.trials import create_trial
 
 
@@ -102,3 +110,69 @@ def _run(fn, rule, errors):
         fn(rule)
     except BaseException as e:  # noqa: BLE001
         errors.append(e)
+
+
+def _step_values(s):
+    """What test_writer_survives_sigterm_and_kill_9_restarts writes at step s:
+    two small tensors, and every 50th step a value sent as a record and a Chunk."""
+    rng = np.random.default_rng(10_000 + s)
+    out = {"a": rng.standard_normal(64).astype(np.float32), "b": rng.standard_normal(1024).astype(np.float32)}
+    if s % 50 == 0:
+        out["big"] = rng.standard_normal(MAX_BATCH_BYTES // 4 + 1000).astype(np.float32)
+    return out
+
+
+def test_writer_survives_sigterm_and_kill_9_restarts(server, trial_url):
+    steps = 300
+    restarts = {60: "term", 120: "kill", 180: "term", 240: "kill"}
+    w = Writer(trial_url, max_queue_bytes=1 << 20, retry_timeout=60)
+    deadline = time.monotonic() + 25
+    for s in range(steps):
+        how = restarts.get(s)
+        if how is not None:
+            # Restart once this collector acknowledged recent steps, so that
+            # every restart interrupts a live stream with more queued behind it.
+            while w.committed_through < s - 20 and time.monotonic() < deadline:
+                time.sleep(0.002)
+            assert time.monotonic() < deadline, f"no progress before the restart at step {s}"
+            (server.stop if how == "term" else server.kill)()
+            server.start(port=server.port)
+        for name, v in _step_values(s).items():
+            w.write_tensor(name, v, step=s)
+        w.end_step(s)
+    w.close(end_of_training=True)
+
+    t = create_trial(trial_url)
+    assert t.steps() == list(range(steps))
+    assert sorted(t.tensor_names()) == ["a", "b", "big"]
+    for name in ("a", "b", "big"):
+        x = t.tensor(name)
+        want = [s for s in range(steps) if name in _step_values(s)]
+        assert x.steps() == want, name  # each step once
+        vs = x.values()
+        assert sorted(vs) == want, name
+        wrong = [s for s in want if not np.array_equal(vs[s], _step_values(s)[name])]
+        assert not wrong, f"{name}: values differ at steps {wrong[:10]}"
+    assert t.tensor("big").workers(0) == ["worker_0"]
+
+
+def test_writer_gives_up_within_retry_timeout_naming_what_was_not_saved(server, trial_url):
+    w = Writer(trial_url, retry_timeout=1.5)
+    for s in range(10):
+        w.write_tensor("saved", val(s), step=s)
+        w.end_step(s)
+    w.flush()
+    server.kill()  # and never back
+    for s in range(10, 15):
+        w.write_tensor("lost", val(s), step=s)
+        w.end_step(s)
+    start = time.monotonic()
+    with pytest.raises(CollectorUnavailable) as e:
+        w.flush(timeout=30)
+    assert time.monotonic() - start < 1.5 + 3, "gave up late"
+    msg = str(e.value)
+    assert "gave up reconnecting" in msg, msg
+    assert "not saved: 5 tensors at steps 10-14 ('lost'), and the end of step 14" in msg, msg
+    assert "'saved'" not in msg, msg
+    with pytest.raises(CollectorUnavailable):
+        w.close()

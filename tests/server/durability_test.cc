@@ -53,6 +53,8 @@ TEST_F(DurabilityTest, AcknowledgedWritesSurviveKill9) {
     client::WriterOptions o;
     o.server = server.address;
     o.trial = "crash";
+    // They die with the collector (no reconnecting: it comes back on another port).
+    o.retry_timeout_seconds = 0;
     for (const char* worker : {"worker_0", "worker_1"}) {
       o.worker = worker;
       o.num_workers = 2;

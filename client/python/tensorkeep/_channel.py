@@ -8,6 +8,8 @@ from typing import Any, Tuple
 
 import grpc
 
+from . import _names
+
 try:
     from ._proto import tensorkeep_pb2 as pb
     from ._proto import tensorkeep_pb2_grpc as pb_grpc  # noqa: F401 (used by trial.py)
@@ -25,11 +27,11 @@ MAX_MESSAGE_BYTES = 1 << 30
 CHANNEL_OPTIONS: Tuple[Tuple[str, Any], ...] = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    # Reconnect quickly after a collector restart (gRPC's default starts at 1 s
-    # and backs off up to 120 s).
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2000),
+    # Reconnect as quickly as writers retry after a collector restart (gRPC's
+    # default starts at 1 s and backs off up to 120 s); limits.proto.
+    ("grpc.initial_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_FIRST_MS),
+    ("grpc.min_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_FIRST_MS),
+    ("grpc.max_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_MAX_MS),
 )
 
 

@@ -31,6 +31,13 @@ MAX_TENSOR_NAMES_PER_TRIAL = _limits.MAX_TENSOR_NAMES_PER_TRIAL  # the collector
 MAX_TRIALS = _limits.MAX_TRIALS  # the collector's; nothing to check here
 MAX_STEPS_PER_TRIAL = _limits.MAX_STEPS_PER_TRIAL  # the collector's; nothing to check here
 MAX_PUSH_MESSAGE_BYTES = _limits.MAX_PUSH_MESSAGE_BYTES  # the writer sends at most 4 MiB
+# How writers reconnect (a client policy shared with the C++ writer; see
+# limits.proto, ReconnectPolicy).
+RECONNECT_BACKOFF_FIRST_MS = _limits.RECONNECT_BACKOFF_FIRST_MS
+RECONNECT_BACKOFF_MAX_MS = _limits.RECONNECT_BACKOFF_MAX_MS
+RECONNECT_JITTER_PERCENT = _limits.RECONNECT_JITTER_PERCENT
+RECONNECT_GIVE_UP_SECONDS = _limits.RECONNECT_GIVE_UP_SECONDS
+RECONNECT_EXIT_CLOSE_SECONDS = _limits.RECONNECT_EXIT_CLOSE_SECONDS
 
 TRIAL_RE = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_TRIAL_NAME_BYTES)
 WORKER_RE = re.compile(r"[A-Za-z0-9._/:-]{1,%d}" % MAX_WORKER_NAME_BYTES)

@@ -24,6 +24,7 @@ import atexit
 import collections as _collections
 import functools
 import logging
+import random
 import threading
 import time
 import weakref
@@ -45,7 +46,11 @@ assert MAX_BATCH_BYTES < _names.MAX_PUSH_MESSAGE_BYTES
 _AUTO_FLUSH_BYTES = 16 << 20
 # Fixed cost counted per record besides its data (bookkeeping, framing).
 _RECORD_OVERHEAD = 64
-_BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 2.0
+# Reconnecting: the policy both writers share (proto/limits.proto,
+# ReconnectPolicy; the table is in docs/architecture.md).
+_BACKOFF_FIRST = _names.RECONNECT_BACKOFF_FIRST_MS / 1000
+_BACKOFF_MAX = _names.RECONNECT_BACKOFF_MAX_MS / 1000
+_JITTER = _names.RECONNECT_JITTER_PERCENT / 100
 # Records not followed by a control item or a message's worth of bytes are
 # sent this long after the first of them was queued.
 _LINGER_S = 0.1
@@ -54,7 +59,31 @@ _LINGER_S = 0.1
 _REC, _END, _FLUSH, _CLOSE = range(4)
 
 
-_EXIT_TIMEOUT = 30.0
+_EXIT_TIMEOUT = float(_names.RECONNECT_EXIT_CLOSE_SECONDS)
+
+
+def _backoff_wait(backoff: float) -> float:
+    """The wait before the next reconnection attempt: ``backoff`` less up to
+    _JITTER of it, at random (writers of a restarted collector spread out)."""
+    return backoff * random.uniform(1.0 - _JITTER, 1.0)
+
+
+def _step_ranges(steps: List[int], max_ranges: int = 8) -> str:
+    """``[0, 1, 2, 4]`` -> ``"0-2, 4"`` (at most ``max_ranges`` ranges, then "...")."""
+    out: List[str] = []
+    it = iter(sorted(set(steps)))
+    first = last = next(it, None)
+    while first is not None:
+        nxt = next(it, None)
+        if nxt is not None and nxt == last + 1:
+            last = nxt
+            continue
+        if len(out) == max_ranges:
+            out.append("...")
+            break
+        out.append(str(first) if first == last else f"{first}-{last}")
+        first = last = nxt
+    return ", ".join(out)
 
 
 def _close_at_exit(ref: "weakref.ReferenceType[PushStream]") -> None:
@@ -84,9 +113,9 @@ class _Pending:
     ``gen`` is the stream it was last sent on (-1: not sent yet).
     """
 
-    __slots__ = ("gid", "kind", "body", "nbytes", "seq", "gen", "ticket")
+    __slots__ = ("gid", "kind", "body", "nbytes", "seq", "gen", "ticket", "saves")
 
-    def __init__(self, kind: int, parts: List[Any], nbytes: int, seq: int, ticket: int = 0):
+    def __init__(self, kind: int, parts: List[Any], nbytes: int, seq: int, ticket: int = 0, saves: Any = None):
         parts.append(_wire.seq_field(seq))
         self.gid = 0
         self.kind = kind
@@ -95,6 +124,9 @@ class _Pending:
         self.seq = seq
         self.gen = -1
         self.ticket = ticket
+        # What it saves, to name it if it is never acknowledged: [(name, step)]
+        # of a record message, the step of an EndStep.
+        self.saves = saves
 
     def restamp(self, seq: int) -> None:
         """Re-encodes the message with another seq (resending on a new stream)."""
@@ -172,9 +204,10 @@ class PushStream:
     # Caller side
     # ------------------------------------------------------------------
 
-    def add_record(self, head: bytes, steps: bytes, data: bytes, tail: bytes) -> None:
-        """Enqueues one encoded record (see _wire.record_parts); blocks while full."""
-        self._enqueue((_REC, head, steps, data, tail), len(data) + len(head) + len(tail) + _RECORD_OVERHEAD)
+    def add_record(self, head: bytes, steps: bytes, data: bytes, tail: bytes, name: str = "", step: int = -1) -> None:
+        """Enqueues one encoded record (see _wire.record_parts); blocks while full.
+        ``name`` and ``step`` name it in an error if it is never saved."""
+        self._enqueue((_REC, head, steps, data, tail, name, step), len(data) + len(head) + len(tail) + _RECORD_OVERHEAD)
 
     def end_step(self, step: int) -> None:
         """Enqueues EndStep(step)."""
@@ -308,20 +341,60 @@ class PushStream:
                 err = _errors.translate(e, trial=self.trial)
             now = time.monotonic()
             failing_since = failing_since or now
-            if self.retry_timeout is not None and now - failing_since > self.retry_timeout:
-                self._fail(
-                    CollectorUnavailable(
-                        f"gave up reconnecting to {self.target} after "
-                        f"{self.retry_timeout} s: {err}"
+            wait = _backoff_wait(backoff)
+            if self.retry_timeout is not None:
+                left = self.retry_timeout - (now - failing_since)
+                if left <= 0:
+                    self._fail(
+                        CollectorUnavailable(
+                            f"gave up reconnecting to {self.target} after "
+                            f"{self.retry_timeout} s (retry_timeout): {err}"
+                        )
                     )
-                )
-                return
-            logger.warning("tensorkeep writer %s: %s; reconnecting in %.2f s", self.worker, err, backoff)
-            if self._abandon.wait(backoff):
+                    return
+                wait = min(wait, left)
+            logger.warning("tensorkeep writer %s: %s; reconnecting in %.2f s", self.worker, err, wait)
+            if self._abandon.wait(wait):
                 return
             backoff = min(backoff * 2, _BACKOFF_MAX)
 
+    def _unsaved(self) -> str:
+        """Names what was not acknowledged (requires _lock): "N tensors at steps
+        ... ('a', 'b'), and the end of step S"; empty when nothing is unsaved."""
+        saved: List[Any] = []
+        end_step = -1
+        for p in self._pending:
+            if p.kind == _REC and p.saves:
+                saved.extend(p.saves)
+            elif p.kind == _END and p.saves is not None:
+                end_step = max(end_step, p.saves)
+        for item in self._queue:
+            if item[0] == _REC:
+                saved.append((item[5], item[6]))
+            elif item[0] == _END:
+                end_step = max(end_step, item[1])
+        parts = []
+        if saved:
+            names = list(dict.fromkeys(n for n, _ in saved))
+            shown = ", ".join(_names.quote(n, 60) for n in names[:6])
+            more = f" and {len(names) - 6} more names" if len(names) > 6 else ""
+            steps = [s for _, s in saved]
+            parts.append(
+                f"{len(saved)} tensor{'s' if len(saved) != 1 else ''} at "
+                f"step{'s' if len(set(steps)) != 1 else ''} {_step_ranges(steps)} ({shown}{more})"
+            )
+        if end_step >= 0:
+            parts.append(f"the end of step {end_step}")
+        return ", and ".join(parts)
+
     def _fail(self, err: TensorkeepError) -> None:
+        with self._cond:
+            unsaved = self._unsaved()
+        if unsaved:
+            if isinstance(err, CollectorUnavailable):
+                err = CollectorUnavailable(f"{err}; not saved: {unsaved}")
+            else:
+                logger.error("tensorkeep writer %s: not saved: %s", self.worker, unsaved)
         logger.error("tensorkeep writer %s failed: %s", self.worker, err)
         with self._cond:
             self._error = err
@@ -355,7 +428,10 @@ class PushStream:
         again, then new messages as they are packed. Ends after Close, or when
         the stream is superseded."""
         yield self._open_body + _wire.seq_field(1)
-        seq = 1
+        # A Flush: its ack tells that the stream reached a collector (which
+        # restarts the retry_timeout clock even if nothing else is sent).
+        yield _wire.flush_message() + _wire.seq_field(2)
+        seq = 2
         with self._cond:
             next_gid = self._pending[0].gid if self._pending else self._next_gid
         while True:
@@ -461,7 +537,7 @@ class PushStream:
         share of the queued bytes."""
         kind = items[0][0]
         if kind == _END:
-            return [_Pending(_END, [_wire.end_step_message(items[0][1])], _RECORD_OVERHEAD, seq)]
+            return [_Pending(_END, [_wire.end_step_message(items[0][1])], _RECORD_OVERHEAD, seq, saves=items[0][1])]
         if kind == _FLUSH:
             self._unflushed_bytes = 0
             return [_Pending(_FLUSH, [_wire.flush_message()], 0, seq, ticket=items[0][1])]
@@ -481,7 +557,15 @@ class PushStream:
             parts: List[Any] = []
             n = _wire.record_parts(first[1], first[2], data[:MAX_BATCH_BYTES], len(data), first[4], parts)
             total = nbytes_of(first)
-            out.append(_Pending(_REC, _wire.records_message(parts, n), total - (len(data) - MAX_BATCH_BYTES), seq))
+            out.append(
+                _Pending(
+                    _REC,
+                    _wire.records_message(parts, n),
+                    total - (len(data) - MAX_BATCH_BYTES),
+                    seq,
+                    saves=[(first[5], first[6])],
+                )
+            )
             for off in range(MAX_BATCH_BYTES, len(data), MAX_BATCH_BYTES):
                 piece = data[off : off + MAX_BATCH_BYTES]
                 out.append(_Pending(_REC, _wire.chunk_message(piece), len(piece), seq + len(out)))
@@ -492,9 +576,11 @@ class PushStream:
             for it in items:
                 n += _wire.record_parts(it[1], it[2], it[3], len(it[3]), it[4], parts)
                 nbytes += nbytes_of(it)
-            out.append(_Pending(_REC, _wire.records_message(parts, n), nbytes, seq))
+            out.append(_Pending(_REC, _wire.records_message(parts, n), nbytes, seq, saves=[(it[5], it[6]) for it in items]))
         if end is not None:
-            out.append(_Pending(_END, [_wire.end_step_message(end[1])], _RECORD_OVERHEAD * end[2], seq + len(out)))
+            out.append(
+                _Pending(_END, [_wire.end_step_message(end[1])], _RECORD_OVERHEAD * end[2], seq + len(out), saves=end[1])
+            )
         self._unflushed_bytes += sum(p.nbytes for p in out)
         if self._unflushed_bytes >= min(_AUTO_FLUSH_BYTES, self.max_queue_bytes // 2):
             self._unflushed_bytes = 0

@@ -63,7 +63,8 @@ class Writer:
         max_queue_bytes: bytes buffered (enqueued or unacknowledged) before
             ``write_tensor`` blocks.
         retry_timeout: seconds to keep retrying a lost connection before the
-            writer fails (None: retry forever).
+            writer fails, naming what was not saved (None: retry forever; the
+            default is RECONNECT_GIVE_UP_SECONDS of proto/limits.proto, 300).
         server: ``HOST:PORT`` of the collector for a bare trial name (overrides
             ``TENSORKEEP_SERVER``).
 
@@ -78,7 +79,7 @@ class Writer:
         num_workers: int = 1,
         *,
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
-        retry_timeout: Optional[float] = 300.0,
+        retry_timeout: Optional[float] = float(_names.RECONNECT_GIVE_UP_SECONDS),
         server: Optional[str] = None,
     ):
         addr = _address.parse(out_dir, server)
@@ -177,7 +178,7 @@ class Writer:
                 tail = _wire.record_tail(has_value, (), coll)
                 if len(self._tails) < _CACHE_LIMIT:
                     self._tails[tail_key] = tail
-        self._stream.add_record(head, _wire.steps_field(step, mode_step), data, tail)
+        self._stream.add_record(head, _wire.steps_field(step, mode_step), data, tail, name, step)
 
     def _check_names(self, name: Any, mode: Any, collections: Any) -> Tuple[int, bytes, Tuple[bytes, ...]]:
         """Validates name, mode and collections; caches the result when hashable."""

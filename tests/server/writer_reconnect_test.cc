@@ -1,0 +1,248 @@
+// The C++ Writer survives its collector restarting (issue 13, point 5): a
+// writer pushes steps while the collector process is stopped with SIGTERM and
+// with kill -9 and restarted on the same data directory and port; a verifier
+// then reads every value back (each step and tensor exactly once, with the
+// value the test generated). And the give-up case: a collector that never
+// comes back fails Flush/Close within the bounded time, naming what was not
+// saved.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "client/trial.h"
+#include "client/writer.h"
+#include "gtest/gtest.h"
+#include "tests/server/server_process.h"
+#include "tests/server/test_server.h"
+
+namespace tensorkeep {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::Float32Record;
+using testing::ServerProcess;
+
+// A loopback port nobody listens on now (the collector is restarted on it).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+class WriterReconnectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("reconnect");
+    port_ = FreePort();
+    ASSERT_NE(port_, 0);
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string Address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Starts the collector on the test's port and directory (retrying briefly
+  // while the old process's port is still being released).
+  void StartServer() {
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      server_ = std::make_unique<ServerProcess>();
+      if (server_->Start(
+              {"--listen", Address(), "--data-dir", dir_ + "/db", "--log-level", "warn"})) {
+        return;
+      }
+      ASSERT_LT(Clock::now(), give_up)
+          << "cannot restart the collector on " << Address() << ": " << server_->stderr_text;
+      server_->Wait();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  // Stops the collector with `sig` and waits for it to exit.
+  void Stop(int sig) {
+    server_->Signal(sig);
+    const int status = server_->Wait();
+    if (sig == SIGKILL) {
+      EXPECT_TRUE(WIFSIGNALED(status));
+    } else {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << server_->stderr_text;
+    }
+    server_.reset();
+  }
+  client::WriterOptions Options(const std::string& trial) const {
+    client::WriterOptions o;
+    o.server = Address();
+    o.trial = trial;
+    // Small messages, chunks and buffer: many messages are in flight or
+    // queued at each restart, and the writer blocks while disconnected.
+    o.message_bytes = 16 << 10;
+    o.chunk_bytes = 32 << 10;
+    o.max_buffered_bytes = 1 << 20;
+    return o;
+  }
+
+  std::string dir_;
+  int port_ = 0;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+// What the test writes at each step: two small tensors and, every 25th step,
+// a value of 5 chunks (its resend must start from its record).
+constexpr int kSteps = 400;
+std::vector<v1::TensorRecord> StepRecords(int s) {
+  std::vector<v1::TensorRecord> out;
+  out.push_back(Float32Record("a", s, 64, 1000 + s));
+  out.push_back(Float32Record("b", s, 1024, 2000 + s));
+  if (s % 25 == 0) out.push_back(Float32Record("big", s, 40000, 3000 + s));
+  return out;
+}
+
+// Every value of `trial` read back, as (tensor, step, worker) -> data, with
+// each value counted: a duplicate would be read twice.
+void Verify(const std::string& address, const std::string& trial) {
+  auto c = Connection::Open(address);
+  ASSERT_TRUE(c.ok());
+  client::Trial t(*c, trial);
+  auto steps = t.Steps();
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  std::vector<uint64_t> want_steps(kSteps);
+  for (int s = 0; s < kSteps; ++s) want_steps[s] = s;
+  EXPECT_EQ(*steps, want_steps);
+  auto names = t.TensorNames();
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, (std::vector<std::string>{"a", "b", "big"}));
+  for (const std::string name : {"a", "b", "big"}) {
+    v1::TensorValuesRequest r;
+    r.set_trial(trial);
+    r.set_tensor(name);
+    grpc::ClientContext ctx;
+    auto reader = (*c)->stub()->GetValues(&ctx, r);
+    std::map<uint64_t, std::string> got;
+    int values = 0, wrong_worker = 0;
+    uint64_t current = 0;
+    v1::TensorValue m;
+    const auto take = [&](v1::TensorValue& v) {
+      if (v.header()) {
+        ++values;
+        current = v.step();
+        if (v.worker() != "worker_0") ++wrong_worker;
+        got[current];  // present
+      }
+      got[current].append(v.data());
+    };
+    while (reader->Read(&m)) {
+      take(m);
+      for (auto& b : *m.mutable_batched()) take(b);
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    const size_t want = name == "big" ? (kSteps + 24) / 25 : kSteps;
+    EXPECT_EQ(values, static_cast<int>(want)) << name << ": values read (a duplicate reads twice)";
+    EXPECT_EQ(got.size(), want) << name;
+    EXPECT_EQ(wrong_worker, 0);
+    int wrong = 0;
+    for (int s = 0; s < kSteps; ++s) {
+      for (const auto& rec : StepRecords(s)) {
+        if (rec.name() != name) continue;
+        auto it = got.find(s);
+        if (it == got.end() || it->second != rec.data()) ++wrong;
+      }
+    }
+    EXPECT_EQ(wrong, 0) << name << ": values missing or different";
+  }
+}
+
+TEST_F(WriterReconnectTest, SigtermAndKill9RestartsLoseNothingAndDuplicateNothing) {
+  StartServer();
+  auto opened = client::Writer::Open(Options("restarts"));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<client::Writer> w = std::move(*opened);
+  std::atomic<int> written{0};
+  absl::Status write_status;
+  std::thread writer([&] {
+    for (int s = 0; s < kSteps && write_status.ok(); ++s) {
+      for (auto& r : StepRecords(s)) {
+        write_status = w->Write(std::move(r));
+        if (!write_status.ok()) break;
+      }
+      if (write_status.ok()) write_status = w->EndStep(s);
+      written.store(s + 1);
+      // Spread the steps over the restarts below.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  const std::vector<int> signals = {SIGTERM, SIGKILL, SIGTERM, SIGKILL};
+  const auto deadline = Clock::now() + std::chrono::seconds(25);
+  int64_t committed_at_restart = -1;
+  for (size_t i = 0; i < signals.size(); ++i) {
+    // Stop the collector once the writer has reconnected to this one and got
+    // acks past this point (so every cycle interrupts a live stream), while
+    // the writer is still writing.
+    const int64_t target = static_cast<int64_t>(kSteps * (i + 1) / (signals.size() + 2));
+    while ((w->CommittedThrough() < target || w->CommittedThrough() <= committed_at_restart) &&
+           Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_LT(Clock::now(), deadline) << "the writer made no progress after restart " << i;
+    EXPECT_LT(written.load(), kSteps) << "the writer finished before restart " << i;
+    committed_at_restart = w->CommittedThrough();
+    Stop(signals[i]);
+    StartServer();
+  }
+  writer.join();
+  ASSERT_TRUE(write_status.ok()) << write_status;
+  absl::Status closed = w->Close(true);
+  ASSERT_TRUE(closed.ok()) << closed;
+  EXPECT_GE(w->Reconnects(), static_cast<int>(signals.size()));
+  Verify(Address(), "restarts");
+}
+
+TEST_F(WriterReconnectTest, GivesUpWithinTheRetryTimeoutNamingWhatWasNotSaved) {
+  StartServer();
+  client::WriterOptions o = Options("gone");
+  o.retry_timeout_seconds = 1.5;
+  auto opened = client::Writer::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<client::Writer> w = std::move(*opened);
+  for (int s = 0; s < 10; ++s) {
+    ASSERT_TRUE(w->Write(Float32Record("saved", s, 16, s)).ok());
+    ASSERT_TRUE(w->EndStep(s).ok());
+  }
+  ASSERT_TRUE(w->Flush().ok());
+  Stop(SIGKILL);  // and never back
+  for (int s = 10; s < 15; ++s) {
+    ASSERT_TRUE(w->Write(Float32Record("lost", s, 16, s)).ok());
+    ASSERT_TRUE(w->EndStep(s).ok());
+  }
+  const auto start = Clock::now();
+  absl::Status flushed = w->Flush();
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_TRUE(absl::IsUnavailable(flushed)) << flushed;
+  EXPECT_LT(took, 1.5 + 3.0) << "gave up late";
+  const std::string message(flushed.message());
+  EXPECT_NE(message.find("gave up reconnecting"), std::string::npos) << message;
+  EXPECT_NE(message.find("not saved: 5 tensors at steps 10-14 ('lost')"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("the end of step 14"), std::string::npos) << message;
+  EXPECT_EQ(message.find("'saved'"), std::string::npos) << "acknowledged data named: " << message;
+  // Close and later writes give the same error at once.
+  EXPECT_EQ(w->Close(true), flushed);
+  EXPECT_EQ(w->Write(Float32Record("later", 20, 16, 1)), flushed);
+}
+
+}  // namespace
+}  // namespace tensorkeep
