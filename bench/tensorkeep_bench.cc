@@ -41,6 +41,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "base/process_tuning.h"
@@ -72,7 +73,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kAllBenchmarks[] =
-    "ingest,steps,names,value,values,reduce,watch,memory,python,hook";
+    "ingest,small-steps,steps,names,value,values,reduce,watch,memory,python,hook";
 // Benchmarks that run only when asked for by name (--benchmarks=soak).
 constexpr char kOptionalBenchmarks[] = "soak";
 
@@ -80,8 +81,9 @@ constexpr char kUsage[] =
     "usage: tensorkeep-bench [--benchmarks=LIST] [--json FILE] [--server HOST:PORT] [--quick]\n"
     "                        [--python PATH] [--pythonpath DIR] [--server-binary PATH]\n"
     "\n"
-    "  --benchmarks=LIST  comma-separated, from: ingest, steps, names, value, values, reduce,\n"
-    "                     watch, memory, python, hook (default: all, in that order);\n"
+    "  --benchmarks=LIST  comma-separated, from: ingest, small-steps, steps, names, value,\n"
+    "                     values, reduce, watch, memory, python, hook (default: all, in\n"
+    "                     that order);\n"
     "                     soak (issue 11: 10 minutes; only when named)\n"
     "  --json FILE        also write every result as JSON to FILE\n"
     "  --server HOST:PORT run against this collector instead of an in-process one\n"
@@ -205,6 +207,7 @@ class Bench {
 
   absl::Status Run(const std::string& name) {
     if (name == "ingest") return Ingest();
+    if (name == "small-steps") return SmallSteps();
     if (name == "steps") return Steps();
     if (name == "names") return Names();
     if (name == "value") return Value();
@@ -476,6 +479,88 @@ class Bench {
   // ------------------------------------------------------------ steps, names
 
   static constexpr int kStepsTensors = 10;
+
+  // ------------------------------------------------------------ small steps
+
+  // Issue 11 point 5 through the C++ Writer: 1,000 steps x 10 tensors x 1,000
+  // float32 with EndStep after every step (what a hook does), timed from the
+  // first Write until Flush() returned (all durable). Three ways, in
+  // alternating rounds on fresh trials of one collector, medians: whole
+  // queued steps coalesced into one message (the default), each EndStep as
+  // its own message (coalesce_steps = false: the writer before), and the
+  // same push without EndStep (the baseline).
+  absl::Status SmallSteps() {
+    TK_ASSIGN_OR_RETURN(auto target, NewTarget("small-steps"));
+    const int steps = flags_.quick ? 100 : 1000;
+    const int rounds = flags_.quick ? 1 : 5;
+    std::vector<float> floats(1000);
+    for (size_t i = 0; i < floats.size(); ++i) floats[i] = static_cast<float>(i) * 0.5f;
+    const std::string value(reinterpret_cast<const char*>(floats.data()),
+                            floats.size() * sizeof(float));
+    std::vector<std::string> names;
+    for (int t = 0; t < 10; ++t) names.push_back(absl::StrCat("layer", t, ".weight"));
+    const auto push = [&](bool end_step, bool coalesce) -> absl::StatusOr<double> {
+      client::WriterOptions o;
+      o.server = target->address;
+      o.trial = TrialName("small-steps");
+      o.coalesce_steps = coalesce;
+      TK_ASSIGN_OR_RETURN(auto writer, client::Writer::Open(o));
+      const auto start = Clock::now();
+      for (int s = 0; s < steps; ++s) {
+        for (const std::string& name : names) {
+          TK_RETURN_IF_ERROR(writer->Write(MakeRecord(name, s, value)));
+        }
+        if (end_step) TK_RETURN_IF_ERROR(writer->EndStep(s));
+      }
+      TK_RETURN_IF_ERROR(writer->Flush());
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      TK_RETURN_IF_ERROR(writer->Close(true));
+      return seconds;
+    };
+    std::vector<double> coalesced, separate, plain;
+    for (int r = 0; r < rounds; ++r) {
+      Progress(absl::StrCat("small-steps round ", r + 1, "/", rounds));
+      TK_ASSIGN_OR_RETURN(double c, push(true, true));
+      TK_ASSIGN_OR_RETURN(double u, push(true, false));
+      TK_ASSIGN_OR_RETURN(double p, push(false, true));
+      coalesced.push_back(c);
+      separate.push_back(u);
+      plain.push_back(p);
+    }
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const auto list = [](const std::vector<double>& v) {
+      return absl::StrJoin(v, " / ", [](std::string* out, double x) {
+        absl::StrAppend(out, absl::StrFormat("%.3f", x));
+      });
+    };
+    Result end;
+    end.name = "small-steps/end-step";
+    end.value = median(coalesced);
+    end.unit = "s";
+    end.figure_text = absl::StrFormat("%.3f s (%d steps, rounds %s)", end.value, steps,
+                                      list(coalesced));
+    end.baseline_name = "the same push without EndStep";
+    end.baseline = median(plain);
+    end.baseline_text = absl::StrFormat("%.3f s (%s)", end.baseline, list(plain));
+    end.extra = {{"uncoalesced_s", median(separate)}, {"steps", steps}};
+    end.target = "<= 0.15 s (issue 11)";
+    end.Judge(end.value <= 0.15);
+    Add(std::move(end));
+    Result before;
+    before.name = "small-steps/end-step-uncoalesced";
+    before.value = median(separate);
+    before.unit = "s";
+    before.figure_text = absl::StrFormat("%.3f s (each EndStep its own message, rounds %s)",
+                                         before.value, list(separate));
+    before.baseline_name = "coalesced (the default)";
+    before.baseline = median(coalesced);
+    before.baseline_text = absl::StrFormat("%.3f s", before.baseline);
+    Add(std::move(before));
+    return absl::OkStatus();
+  }
 
   absl::Status BuildStepsTrial() {
     if (steps_target_ != nullptr) return absl::OkStatus();

@@ -424,8 +424,8 @@ std::vector<Writer::Item> Writer::TakeBatchLocked() {
   // (The Python writer's _take_batch does the same.)
   Item end{Item::kEndStep};
   end.end_steps = 0;
-  while (!large && !queue_.empty() && queue_.front().kind == Item::kEndStep &&
-         size <= options_.message_bytes) {
+  while (options_.coalesce_steps && !large && !queue_.empty() &&
+         queue_.front().kind == Item::kEndStep && size <= options_.message_bytes) {
     end.step = std::max(end.step, queue_.front().step);
     end.end_steps += queue_.front().end_steps;
     end.bytes += queue_.front().bytes;

@@ -58,6 +58,10 @@ struct WriterOptions {
   size_t message_bytes = 1u << 20;
   // Values larger than this are sent as a record plus Chunk messages.
   size_t chunk_bytes = 4u << 20;
+  // Whole queued steps share a message (a writer that fell behind sends many
+  // small steps as one records message and one EndStep). false sends each
+  // EndStep as its own message, as the writer did before (for benchmarks).
+  bool coalesce_steps = true;
   // Reconnecting (defaults: proto/limits.proto, ReconnectPolicy). The writer
   // gives up after failing to reach the collector for this long (0: at the
   // first failure; infinity: never).
