@@ -29,9 +29,14 @@ size_t RecordBytes(const v1::TensorRecord& r) {
 
 // Failed for want of a collector (not reached, restarted, dropped the
 // connection), not because of what the writer sent: worth reconnecting.
-// The collector attaches a reason to every refusal that is the writer's doing.
+// The collector attaches a reason to every refusal that is the writer's doing;
+// one whose disk is short of space (STORAGE_FULL) refuses new data until space
+// is freed: wait and resend, as for a collector away (as the Python writer's
+// _errors.is_transient).
 bool IsTransient(const absl::Status& s) {
-  if (GetReason(s) != Reason::kNone) return false;
+  const Reason reason = GetReason(s);
+  if (reason == Reason::kStorageFull) return true;
+  if (reason != Reason::kNone) return false;
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kUnknown:
