@@ -352,7 +352,6 @@ void Writer::Stream(uint64_t gen,
     flush.mutable_flush();
     if (!stream->Write(flush)) return;
   }
-  if (gen > 1) reconnects_.fetch_add(1);
   uint64_t seq = 2;
   uint64_t id;
   {
@@ -524,6 +523,7 @@ void Writer::ReadAcks(uint64_t gen,
   while (stream->Read(&ack)) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (!stream_acked_ && gen > 1) reconnects_.fetch_add(1);
       stream_acked_ = true;
       const uint64_t acked = ack.acked_seq();
       while (!pending_.empty()) {

@@ -98,7 +98,7 @@ class Writer {
   std::string StopReason() const;
   // This worker's highest durable committed step (-1 if none).
   int64_t CommittedThrough() const { return committed_through_.load(); }
-  // Streams opened after the first (reconnections that reached a collector).
+  // Streams after the first that reached a collector (got an ack).
   int Reconnects() const { return reconnects_.load(); }
 
  private:

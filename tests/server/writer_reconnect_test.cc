@@ -92,7 +92,8 @@ class WriterReconnectTest : public ::testing::Test {
     // queued at each restart, and the writer blocks while disconnected.
     o.message_bytes = 16 << 10;
     o.chunk_bytes = 32 << 10;
-    o.max_buffered_bytes = 1 << 20;
+    // (The buffer also bounds how far the writer runs ahead of the acks.)
+    o.max_buffered_bytes = 256 << 10;
     return o;
   }
 
