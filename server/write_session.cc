@@ -126,7 +126,8 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
     return Bad(absl::StrCat("num_workers must be between 1 and ", kMaxWorkers, ", got ",
                             open.num_workers()));
   }
-  if (auto existing = collector_->GetTrial(open.trial()); existing.ok() && (*existing)->ended()) {
+  if (auto existing = collector_->GetTrial(open.trial());
+      !open.resume() && existing.ok() && (*existing)->ended()) {
     // A script run twice into one trial: say so before it trains, not at its
     // first rewritten step (smdebug refuses an existing out_dir at once).
     return MakeError(Reason::kConflict,

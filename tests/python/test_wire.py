@@ -67,6 +67,9 @@ def test_partial_record_and_chunks():
 def test_control_messages():
     o = parse(_wire.open_message("my-trial", "worker_0", 3) + _wire.seq_field(1))
     assert o.seq == 1 and o.open.trial == "my-trial" and o.open.worker == "worker_0" and o.open.num_workers == 3
+    assert not o.open.resume
+    r = parse(_wire.open_message("my-trial", "worker_0", 3, resume=True) + _wire.seq_field(1))
+    assert r.open.resume and r.open.trial == "my-trial" and r.open.num_workers == 3
     e = parse(_wire.end_step_message(12345) + _wire.seq_field(5))
     assert e.WhichOneof("kind") == "end_step" and e.end_step.step == 12345
     f = parse(_wire.flush_message() + _wire.seq_field(6))

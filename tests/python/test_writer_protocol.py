@@ -123,6 +123,9 @@ def test_reconnects_and_resends_without_loss_or_duplicates(fake):
     for seqs in f.seqs:
         assert seqs == list(range(1, len(seqs) + 1))
     assert len(f.opens) == len(f.seqs)
+    # The first stream opens, the later ones resume (a trial the writer's own
+    # close ended still takes their resend).
+    assert [o.resume for o in f.opens] == [False] + [True] * (len(f.opens) - 1)
     got = arrays_of(fake, "x")
     assert sorted(got) == sorted(vals)
     assert all(np.array_equal(got[s], vals[s]) for s in vals)

@@ -167,6 +167,48 @@ TEST_F(BadInputTest, ANewRunIntoAnEndedTrialIsRefusedAtOpen) {
   EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("-1")));
 }
 
+// A writer whose closing stream broke after the collector applied its close
+// (the acknowledgement lost) reconnects with Open.resume and resends: that is
+// taken, and a resend that differs is still a conflict.
+TEST_F(BadInputTest, AReconnectingWriterResendsIntoTheTrialItsOwnCloseEnded) {
+  v1::PushRequest close;
+  close.mutable_close()->set_end_of_training(true);
+  ASSERT_TRUE(Push({close}).ok());
+  ASSERT_TRUE(TrialOf("t").Summary()->ended());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = connection_->stub()->Push(&ctx);
+  v1::PushRequest open;
+  open.set_seq(1);
+  open.mutable_open()->set_trial("t");
+  open.mutable_open()->set_worker("worker_0");
+  open.mutable_open()->set_num_workers(1);
+  open.mutable_open()->set_resume(true);
+  v1::PushRequest resend = Records({good_});
+  resend.set_seq(2);
+  v1::PushRequest end;
+  end.set_seq(3);
+  end.mutable_end_step()->set_step(0);
+  close.set_seq(4);
+  ASSERT_TRUE(stream->Write(open) && stream->Write(resend) && stream->Write(end) &&
+              stream->Write(close));
+  stream->WritesDone();
+  v1::PushResponse ack;
+  uint64_t acked = 0;
+  while (stream->Read(&ack)) acked = ack.acked_seq();
+  grpc::Status s = stream->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(acked, 4u);
+  ExpectUnharmed("");
+  std::string reason;
+  auto changed = Float32Record("good", 0, 16, 99);
+  // (Push() opens without resume: refused at Open, as a new run.)
+  EXPECT_EQ(Push({Records({changed})}, true, &reason).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(reason, "CONFLICT");
+  ExpectUnharmed("");
+}
+
 TEST_F(BadInputTest, RejectsRewritingACommittedStepWithOtherDataButAcceptsAnIdenticalResend) {
   auto changed = Float32Record("good", 0, 16, 99);
   std::string reason;

@@ -161,6 +161,9 @@ class PushStream:
         self.max_queue_bytes = max_queue_bytes
         self.retry_timeout = retry_timeout
         self._open_body = _wire.open_message(trial, worker, num_workers)
+        # Later streams resume: the collector takes their resend even into a
+        # trial this writer's own close ended (its acknowledgement lost).
+        self._resume_body = _wire.open_message(trial, worker, num_workers, resume=True)
 
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # signalled on every state change
@@ -427,7 +430,7 @@ class PushStream:
         """The messages of one stream: Open, then every unacknowledged message
         again, then new messages as they are packed. Ends after Close, or when
         the stream is superseded."""
-        yield self._open_body + _wire.seq_field(1)
+        yield (self._open_body if gen == 1 else self._resume_body) + _wire.seq_field(1)
         # A Flush: its ack tells that the stream reached a collector (which
         # restarts the retry_timeout clock even if nothing else is sent).
         yield _wire.flush_message() + _wire.seq_field(2)

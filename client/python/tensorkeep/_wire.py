@@ -35,7 +35,7 @@ _R_HAS_VALUE, _R_REDUCTIONS, _R_COLLECTIONS = _TAG(9, 0), _TAG(10, 2), _TAG(11, 
 _B_RECORD = _TAG(1, 2)
 _C_DATA = _TAG(1, 2)
 # Open
-_O_TRIAL, _O_WORKER, _O_NUM_WORKERS = _TAG(1, 2), _TAG(2, 2), _TAG(3, 0)
+_O_TRIAL, _O_WORKER, _O_NUM_WORKERS, _O_RESUME = _TAG(1, 2), _TAG(2, 2), _TAG(3, 0), _TAG(4, 0)
 # Reduction
 _D_NAME, _D_ABS, _D_VALUE = _TAG(1, 2), _TAG(2, 0), _TAG(3, 1)
 
@@ -125,10 +125,12 @@ def chunk_message(data: bytes) -> List[bytes]:
     return [_CHUNK, varint(len(inner) + len(data)), inner, data]
 
 
-def open_message(trial: str, worker: str, num_workers: int) -> bytes:
-    """A PushRequest (without seq) carrying Open."""
+def open_message(trial: str, worker: str, num_workers: int, resume: bool = False) -> bytes:
+    """A PushRequest (without seq) carrying Open (``resume``: a reconnecting writer's)."""
     body = _field(_O_TRIAL, trial.encode()) + _field(_O_WORKER, worker.encode())
     body += _O_NUM_WORKERS + varint(num_workers)
+    if resume:
+        body += _O_RESUME + varint(1)
     return _field(_OPEN, body)
 
 
