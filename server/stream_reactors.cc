@@ -145,12 +145,14 @@ void ValueStreamReactor::OnWriteDone(bool ok) {
 // ---------------------------------------------------------------- wait
 
 WaitReactor::WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<Trial> trial,
-                         std::vector<uint64_t> steps, int mode, double timeout_seconds)
+                         std::vector<uint64_t> steps, int mode, double timeout_seconds,
+                         MemoryBudget::Reservation memory)
     : context_(context),
       trial_(std::move(trial)),
       steps_(std::move(steps)),
       mode_(mode),
-      guard_(std::make_shared<ReactorGuard<WaitReactor>>()) {
+      guard_(std::make_shared<ReactorGuard<WaitReactor>>()),
+      memory_(std::move(memory)) {
   std::sort(steps_.begin(), steps_.end());
   steps_.erase(std::unique(steps_.begin(), steps_.end()), steps_.end());
   // Callbacks registered below wait on the guard until construction is done.
@@ -206,15 +208,14 @@ void WaitReactor::Check() {
         // over mode steps that skips StepUnavailable stops on NoMoreData.
         const std::optional<uint64_t> last = trial_->LastStep(mode_);
         if (trial_->ended() && (!last.has_value() || step > *last)) {
-          Complete(MakeError(
-              Reason::kNoMoreData,
-              last.has_value()
-                  ? absl::StrCat("trial '", trial_->name(), "' ended before ",
-                                 StepText(step, mode_), "; its last ", ModeName(mode_),
-                                 " step is ", *last)
-                  : absl::StrCat("trial '", trial_->name(), "' ended before ",
-                                 StepText(step, mode_), " without saving any ", ModeName(mode_),
-                                 " step")));
+          Complete(MakeError(Reason::kNoMoreData,
+                             last.has_value()
+                                 ? absl::StrCat("trial '", trial_->name(), "' ended before ",
+                                                StepText(step, mode_), "; its last ",
+                                                ModeName(mode_), " step is ", *last)
+                                 : absl::StrCat("trial '", trial_->name(), "' ended before ",
+                                                StepText(step, mode_), " without saving any ",
+                                                ModeName(mode_), " step")));
         } else {
           Complete(MakeError(Reason::kStepUnavailable,
                              absl::StrCat(ModeName(mode_), " step ", step,

@@ -97,8 +97,10 @@ inline constexpr double kMaxWaitSeconds = v1::MAX_WAIT_SECONDS;
 
 class WaitReactor : public grpc::ServerUnaryReactor {
  public:
+  // `memory`: the budget the step list holds until the call is done.
   WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<Trial> trial,
-              std::vector<uint64_t> steps, int mode, double timeout_seconds);
+              std::vector<uint64_t> steps, int mode, double timeout_seconds,
+              MemoryBudget::Reservation memory = {});
   void OnCancel() override;
   void OnDone() override;
 
@@ -118,6 +120,7 @@ class WaitReactor : public grpc::ServerUnaryReactor {
   grpc::Alarm alarm_;
   std::mutex mu_;
   bool completed_ = false;
+  MemoryBudget::Reservation memory_;
 };
 
 // The shared part of the watches: a subscription to the trial that calls

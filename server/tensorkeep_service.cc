@@ -35,8 +35,7 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, Fn fn) {
 // from there. `fn` outlives this handler: it captures by value (the request
 // and response stay valid until the call is finished).
 template <typename Fn>
-grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context, Executor* executor,
-                                  Fn fn) {
+grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context, Executor* executor, Fn fn) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::Status queued = executor->Schedule([context, reactor, fn = std::move(fn)]() mutable {
     reactor->Finish(ToGrpcStatus(RunGuarded(fn), context));
@@ -121,10 +120,9 @@ grpc::ServerUnaryReactor* TensorKeepService::ListSteps(grpc::CallbackServerConte
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
-    TK_ASSIGN_OR_RETURN(auto steps,
-                        trial->Steps(request->mode(), request->show_incomplete_steps(),
-                                     request->tensor(), request->range_begin(),
-                                     request->range_end()));
+    TK_ASSIGN_OR_RETURN(
+        auto steps, trial->Steps(request->mode(), request->show_incomplete_steps(),
+                                 request->tensor(), request->range_begin(), request->range_end()));
     AddAll(steps, response->mutable_steps());
     return absl::OkStatus();
   });
@@ -174,9 +172,9 @@ grpc::ServerUnaryReactor* TensorKeepService::ListWorkers(grpc::CallbackServerCon
   });
 }
 
-grpc::ServerUnaryReactor* TensorKeepService::ListCollections(
-    grpc::CallbackServerContext* context, const v1::TrialRef* request,
-    v1::CollectionsResponse* response) {
+grpc::ServerUnaryReactor* TensorKeepService::ListCollections(grpc::CallbackServerContext* context,
+                                                             const v1::TrialRef* request,
+                                                             v1::CollectionsResponse* response) {
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
     for (const auto& [name, tensors] : trial->Collections()) {
@@ -235,9 +233,9 @@ grpc::ServerWriteReactor<v1::TensorValue>* TensorKeepService::GetValues(
                                 std::move(located->second));
 }
 
-grpc::ServerUnaryReactor* TensorKeepService::TensorWorkers(
-    grpc::CallbackServerContext* context, const v1::TensorWorkersRequest* request,
-    v1::WorkerList* response) {
+grpc::ServerUnaryReactor* TensorKeepService::TensorWorkers(grpc::CallbackServerContext* context,
+                                                           const v1::TensorWorkersRequest* request,
+                                                           v1::WorkerList* response) {
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
@@ -291,9 +289,9 @@ grpc::ServerUnaryReactor* TensorKeepService::GetHistogram(grpc::CallbackServerCo
   });
 }
 
-grpc::ServerUnaryReactor* TensorKeepService::HasPassedStep(
-    grpc::CallbackServerContext* context, const v1::HasPassedStepRequest* request,
-    v1::HasPassedStepResponse* response) {
+grpc::ServerUnaryReactor* TensorKeepService::HasPassedStep(grpc::CallbackServerContext* context,
+                                                           const v1::HasPassedStepRequest* request,
+                                                           v1::HasPassedStepResponse* response) {
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
@@ -321,6 +319,20 @@ grpc::ServerUnaryReactor* TensorKeepService::WaitForSteps(grpc::CallbackServerCo
                     absl::StrCat("timeout_seconds must be >= 0 (0: no limit), got ",
                                  request->timeout_seconds()));
   }
+  // The step list (the request's and the reactor's copy) is held as long as
+  // the call waits: it draws on the memory budget, so that many long waits
+  // cannot exhaust the collector (the caps bound their number, not their size).
+  MemoryBudget::Reservation memory;
+  if (bad.ok()) {
+    auto room = collector_->memory()->Reserve(
+        2 * sizeof(uint64_t) * static_cast<size_t>(request->steps_size()),
+        absl::StrCat("the ", request->steps_size(), " steps of a WaitForSteps call"));
+    if (room.ok()) {
+      memory = *std::move(room);
+    } else {
+      bad = room.status();
+    }
+  }
   if (!bad.ok()) {
     auto* reactor = context->DefaultReactor();
     reactor->Finish(ToGrpcStatus(bad, context));
@@ -328,7 +340,7 @@ grpc::ServerUnaryReactor* TensorKeepService::WaitForSteps(grpc::CallbackServerCo
   }
   return new WaitReactor(context, *trial,
                          std::vector<uint64_t>(request->steps().begin(), request->steps().end()),
-                         request->mode(), request->timeout_seconds());
+                         request->mode(), request->timeout_seconds(), std::move(memory));
 }
 
 grpc::ServerWriteReactor<v1::StepEvent>* TensorKeepService::WatchSteps(
@@ -342,11 +354,11 @@ grpc::ServerUnaryReactor* TensorKeepService::ReportRuleStatus(grpc::CallbackServ
                                                               const v1::RuleStatus* request,
                                                               v1::RuleStatus* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  collector_->ReportRuleStatus(
-      *request, [context, reactor, response](absl::StatusOr<v1::RuleStatus> stored) {
-        if (stored.ok()) *response = std::move(*stored);
-        reactor->Finish(ToGrpcStatus(stored.status(), context));
-      });
+  collector_->ReportRuleStatus(*request,
+                               [context, reactor, response](absl::StatusOr<v1::RuleStatus> stored) {
+                                 if (stored.ok()) *response = std::move(*stored);
+                                 reactor->Finish(ToGrpcStatus(stored.status(), context));
+                               });
   return reactor;
 }
 

@@ -239,6 +239,39 @@ TEST_F(NotifyTest, WatchersBeyondTheLimitsAreRefusedSayingWhich) {
   EXPECT_EQ(GetReason(b1.get()), Reason::kNoMoreData);
 }
 
+// Many long waits hold their step lists as long as they wait: the lists draw
+// on the memory budget (the caps bound the number of waits, not their size).
+TEST_F(NotifyTest, TheStepListsOfWaitsDrawOnTheMemoryBudget) {
+  CollectorOptions o;
+  o.memory_budget_bytes = 16 << 20;
+  Start(o);
+  auto w = OpenWriter("a");
+  ASSERT_NE(w, nullptr);
+  // Each wait holds 2 x 8 bytes a step: 1.6 MB.
+  const std::vector<uint64_t> steps = StepRange(1000, v1::MAX_WAIT_STEPS);
+  MemoryBudget* budget = server_->collector()->memory();
+  const size_t at_rest = budget->used();
+  const size_t fit = (budget->limit() - at_rest) / (16 * v1::MAX_WAIT_STEPS);
+  ASSERT_GE(fit, 3u) << at_rest << " bytes of the budget in use at rest";
+  std::vector<std::future<absl::Status>> waits;
+  for (size_t i = 0; i < fit; ++i) {
+    waits.push_back(std::async(std::launch::async, [this, &steps] {
+      return TrialOf("a").WaitForSteps(steps, client::kGlobal, 60);
+    }));
+  }
+  ASSERT_TRUE(Eventually([&] { return CoreTrial("a")->watchers() == fit; }));
+  EXPECT_GE(budget->used(), at_rest + fit * 16 * v1::MAX_WAIT_STEPS);
+  absl::Status refused = TrialOf("a").WaitForSteps(steps, client::kGlobal, 60);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("memory budget"));
+  EXPECT_THAT(refused.message(), HasSubstr("WaitForSteps"));
+  // A short wait still fits, and ended waits give their room back.
+  ASSERT_TRUE(TrialOf("a").End().ok());
+  for (auto& f : waits) EXPECT_EQ(GetReason(f.get()), Reason::kNoMoreData);
+  ASSERT_TRUE(Eventually([&] { return budget->used() == at_rest; }));
+  EXPECT_EQ(GetReason(TrialOf("a").WaitForSteps(steps)), Reason::kNoMoreData);
+}
+
 TEST_F(NotifyTest, WaitForStepsTakesAtMostMaxWaitSteps) {
   Start();
   auto w = OpenWriter("a");
