@@ -346,6 +346,9 @@ void Writer::Stream(uint64_t gen,
     open.mutable_open()->set_trial(options_.trial);
     open.mutable_open()->set_worker(options_.worker);
     open.mutable_open()->set_num_workers(options_.num_workers);
+    // Later streams resume: a trial this writer's own close ended (its
+    // acknowledgement lost with the connection) still takes their resend.
+    open.mutable_open()->set_resume(gen > 1);
     if (!stream->Write(open)) return;
     v1::PushRequest flush;
     flush.set_seq(2);
