@@ -47,6 +47,7 @@
 #include "base/process_tuning.h"
 #include "bench/baselines.h"
 #include "bench/report.h"
+#include "bench/hostile_regex.h"
 #include "bench/soak.h"
 #include "bench/subprocess.h"
 #include "client/connection.h"
@@ -73,7 +74,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kAllBenchmarks[] =
-    "ingest,small-steps,steps,names,value,values,reduce,watch,memory,python,hook";
+    "ingest,small-steps,steps,names,value,values,reduce,watch,memory,hostile-regex,python,hook";
 // Benchmarks that run only when asked for by name (--benchmarks=soak).
 constexpr char kOptionalBenchmarks[] = "soak";
 
@@ -82,8 +83,8 @@ constexpr char kUsage[] =
     "                        [--python PATH] [--pythonpath DIR] [--server-binary PATH]\n"
     "\n"
     "  --benchmarks=LIST  comma-separated, from: ingest, small-steps, steps, names, value,\n"
-    "                     values, reduce, watch, memory, python, hook (default: all, in\n"
-    "                     that order);\n"
+    "                     values, reduce, watch, memory, hostile-regex, python, hook\n"
+    "                     (default: all, in that order);\n"
     "                     soak (issue 11: 10 minutes; only when named)\n"
     "  --json FILE        also write every result as JSON to FILE\n"
     "  --server HOST:PORT run against this collector instead of an in-process one\n"
@@ -218,6 +219,7 @@ class Bench {
     if (name == "python") return Python();
     if (name == "hook") return Hook();
     if (name == "soak") return Soak();
+    if (name == "hostile-regex") return HostileRegex();
     return absl::InvalidArgumentError(absl::StrCat("unknown benchmark '", name, "'"));
   }
 
@@ -1066,6 +1068,21 @@ class Bench {
     r.target = "peak RSS <= 512 MiB, no writer failing";
     r.Judge(r.value <= 512 && failed == 0);
     Add(std::move(r));
+    return absl::OkStatus();
+  }
+
+  // ------------------------------------------------------------ hostile-regex
+
+  absl::Status HostileRegex() {
+    HostileRegexOptions o;
+    o.server_binary = flags_.server_binary;
+    o.data_dir = NewDir("hostile-regex");
+    if (flags_.quick) {
+      o.round_seconds = 1;
+      o.rounds = 1;
+    }
+    TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunHostileRegex(o));
+    for (Result& r : results) Add(std::move(r));
     return absl::OkStatus();
   }
 
