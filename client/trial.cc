@@ -140,6 +140,20 @@ absl::StatusOr<std::vector<std::string>> Trial::Workers() const {
   return std::vector<std::string>(w.workers().begin(), w.workers().end());
 }
 
+absl::StatusOr<std::vector<v1::WorkerStatus>> Trial::WorkerStatuses() const {
+  TK_ASSIGN_OR_RETURN(auto w, (Call<v1::TrialRef, v1::WorkerList>(
+                                  *connection_, &v1::TensorKeep::Stub::ListWorkers, Ref(name_))));
+  return std::vector<v1::WorkerStatus>(w.statuses().begin(), w.statuses().end());
+}
+
+absl::StatusOr<v1::WorkerStatus> Trial::DeclareWorkerLost(const std::string& worker) const {
+  v1::DeclareWorkerLostRequest r;
+  r.set_trial(name_);
+  r.set_worker(worker);
+  return Call<v1::DeclareWorkerLostRequest, v1::WorkerStatus>(
+      *connection_, &v1::TensorKeep::Stub::DeclareWorkerLost, r);
+}
+
 absl::StatusOr<std::map<std::string, std::vector<std::string>>> Trial::Collections() const {
   TK_ASSIGN_OR_RETURN(auto c, (Call<v1::TrialRef, v1::CollectionsResponse>(
                                   *connection_, &v1::TensorKeep::Stub::ListCollections,

@@ -72,6 +72,11 @@ class Trial {
   absl::StatusOr<uint64_t> ModeStep(uint64_t global_step) const;
   absl::StatusOr<uint64_t> GlobalStep(int mode, uint64_t mode_step) const;
   absl::StatusOr<std::vector<std::string>> Workers() const;
+  // Each worker's state (ACTIVE, CLOSED, LOST), last saved and committed
+  // step and whether it is connected, sorted by name.
+  absl::StatusOr<std::vector<v1::WorkerStatus>> WorkerStatuses() const;
+  // Declares `worker` LOST (steps complete without it); returns its status.
+  absl::StatusOr<v1::WorkerStatus> DeclareWorkerLost(const std::string& worker) const;
   absl::StatusOr<std::map<std::string, std::vector<std::string>>> Collections() const;
   absl::StatusOr<StepState> HasPassedStep(uint64_t step, int mode = kGlobal) const;
   // Returns when every step is available; StepUnavailable / NoMoreData when

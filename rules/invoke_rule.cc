@@ -6,6 +6,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/errors.h"
 #include "rules/step_stream.h"
@@ -107,6 +108,9 @@ absl::StatusOr<InvokeSummary> InvokeRule(Rule& rule, const InvokeOptions& option
   absl::Time last_activity = absl::Now();
   absl::Time next_tick =
       options.on_tick ? last_activity + options.tick_interval : absl::InfiniteFuture();
+  // The trial's LOST workers as the last step event said: a change is
+  // logged (steps complete without LOST workers; docs/semantics.md).
+  std::vector<std::string> lost;
   while (true) {
     absl::Time idle_deadline =
         idle_timeout.has_value() ? last_activity + *idle_timeout : absl::InfiniteFuture();
@@ -139,6 +143,26 @@ absl::StatusOr<InvokeSummary> InvokeRule(Rule& rule, const InvokeOptions& option
       break;
     }
     if (options.end_step.has_value() && event.step() >= *options.end_step) break;
+    const std::vector<std::string> now_lost(event.lost_workers().begin(),
+                                            event.lost_workers().end());
+    if (now_lost != lost) {
+      for (const std::string& w : now_lost) {
+        if (std::find(lost.begin(), lost.end(), w) == lost.end()) {
+          spdlog::warn(
+              "rule {}: worker {} of trial '{}' is LOST: step {} and later complete "
+              "without it (step {} has workers: {})",
+              rule.name(), w, rule.base_trial().name(), event.step(), event.step(),
+              absl::StrJoin(event.workers(), ", "));
+        }
+      }
+      for (const std::string& w : lost) {
+        if (std::find(now_lost.begin(), now_lost.end(), w) == now_lost.end()) {
+          spdlog::info("rule {}: worker {} of trial '{}' is back (no longer LOST) at step {}",
+                       rule.name(), w, rule.base_trial().name(), event.step());
+        }
+      }
+      lost = now_lost;
+    }
     last_activity = absl::Now();
     StepOutcome outcome;
     outcome.step.step = event.step();

@@ -26,10 +26,17 @@ Collector::Collector(const CollectorOptions& options, TensorStore* store)
       value_cache_(cache_memory_.bytes()),
       notifier_(std::make_shared<Notifier>(
           NotifierOptions{options.max_watchers, options.max_trial_watchers})),
+      registry_(std::make_unique<WorkerRegistry>(
+          WorkerRegistryOptions{absl::Seconds(options.worker_timeout_seconds),
+                                options.max_push_streams},
+          [this](const std::string& trial, const std::string& worker, uint64_t generation) {
+            OnWorkerTimeout(trial, worker, generation);
+          })),
       executor_(std::make_unique<Executor>(
           ExecutorOptions{options.executor_threads, options.executor_max_queued})) {}
 
 Collector::~Collector() {
+  registry_->Stop();
   executor_.reset();
   committer_.reset();
   notifier_->Stop();
@@ -93,6 +100,8 @@ absl::Status Collector::Recover() {
     auto trial = std::make_shared<Trial>(name, notifier_);
     TrialUpdate u;
     u.num_workers = meta.num_workers();
+    if (meta.complete_below() > 0)
+      u.complete_floor = static_cast<int64_t>(meta.complete_below() - 1);
     trial->ApplyQuietly(u);
     trials_[name] = trial;
   }
@@ -176,6 +185,11 @@ absl::Status Collector::Recover() {
         u.worker = std::string(worker);
         u.committed_through = meta.committed_through();
         u.finished = meta.closed();
+        if (meta.lost()) {
+          u.change = WorkerChange::kTimedOut;
+          u.lost_reason = meta.lost_reason();
+          u.lost_unix = meta.lost_unix();
+        }
         t->ApplyQuietly(u);
         worker_meta[{std::string(trial), std::string(worker)}] = meta;
         return true;
@@ -207,8 +221,20 @@ absl::Status Collector::Recover() {
     }
   }
   spdlog::info("recovered {} trials, {} tensor records", trial_meta.size(), records);
+  // Workers ACTIVE when the collector stopped get a fresh timeout: those that
+  // reconnect in time stay ACTIVE, the others become LOST.
+  std::vector<std::pair<std::string, std::string>> expected;
+  for (const auto& [id, meta] : worker_meta) {
+    if (meta.closed() || meta.lost() || trials_[id.first]->ended()) continue;
+    expected.push_back(id);
+  }
   committer_ = std::make_unique<Committer>(store_, options_.sync, std::move(trial_meta),
                                            std::move(worker_meta), options_.max_steps_per_trial);
+  for (const auto& [trial, worker] : expected) registry_->Expect(trial, worker);
+  if (!expected.empty() && options_.worker_timeout_seconds > 0) {
+    spdlog::info("{} workers were active: each is lost unless it reconnects within {} s",
+                 expected.size(), options_.worker_timeout_seconds);
+  }
   return absl::OkStatus();
 }
 
@@ -239,29 +265,89 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::st
 
 absl::StatusOr<uint64_t> Collector::ClaimWriter(const std::string& trial,
                                                 const std::string& worker) {
-  absl::MutexLock lock(&mu_);
-  if (writers_.count({trial, worker}) != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "worker '", worker, "' of trial '", trial,
-        "' already has a live Push stream on this collector: two processes may not write as "
-        "the same worker (give each its own name, e.g. worker_<rank>); a writer reconnecting "
-        "after a dropped stream gets in once the collector has seen the old stream end"));
-  }
-  if (writers_.size() >= options_.max_push_streams) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the collector has ", writers_.size(),
-                     " live Push streams, its limit: retry later, or "
-                     "raise tensorkeep-server --max-push-streams"));
-  }
-  const uint64_t id = next_claim_++;
-  writers_.emplace(std::make_pair(trial, worker), id);
-  return id;
+  return registry_->Claim(trial, worker);
 }
 
 void Collector::ReleaseWriter(const std::string& trial, const std::string& worker, uint64_t id) {
-  absl::MutexLock lock(&mu_);
-  auto it = writers_.find({trial, worker});
-  if (it != writers_.end() && it->second == id) writers_.erase(it);
+  registry_->Release(trial, worker, id);
+}
+
+std::vector<v1::WorkerStatus> Collector::WorkerStatuses(const Trial& trial) const {
+  std::vector<v1::WorkerStatus> out = trial.WorkerStatuses();
+  for (auto& s : out) s.set_connected(registry_->Connected(trial.name(), s.worker()));
+  return out;
+}
+
+void Collector::MarkConnected(
+    const std::string& trial,
+    google::protobuf::RepeatedPtrField<v1::WorkerStatus>* statuses) const {
+  for (auto& s : *statuses) s.set_connected(registry_->Connected(trial, s.worker()));
+}
+
+namespace {
+
+double NowUnix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+void Collector::OnWorkerTimeout(const std::string& trial, const std::string& worker,
+                                uint64_t generation) {
+  auto t = GetTrial(trial);
+  if (!t.ok()) return;
+  PendingWrite w;
+  w.trial = *t;
+  w.update.worker = worker;
+  w.update.change = WorkerChange::kTimedOut;
+  w.update.lost_reason =
+      absl::StrCat("no Push stream for ", options_.worker_timeout_seconds, " s (--worker-timeout)");
+  w.update.lost_unix = NowUnix();
+  WorkerRegistry* registry = registry_.get();
+  w.precondition = [registry, trial, worker, generation] {
+    return registry->StillGone(trial, worker, generation);
+  };
+  w.done = [trial, worker](const absl::Status& s) {
+    if (!s.ok()) {
+      spdlog::error("trial '{}': could not record worker '{}' as lost: {}", trial, worker,
+                    s.ToString());
+    }
+  };
+  Submit(std::move(w));
+}
+
+void Collector::DeclareWorkerLost(const std::string& trial, const std::string& worker,
+                                  std::function<void(absl::StatusOr<v1::WorkerStatus>)> done) {
+  auto t = GetTrial(trial);
+  if (!t.ok()) {
+    done(t.status());
+    return;
+  }
+  if (absl::Status valid = ValidateWorkerName(worker); !valid.ok()) {
+    done(valid);
+    return;
+  }
+  PendingWrite w;
+  w.trial = *t;
+  w.update.worker = worker;
+  w.update.change = WorkerChange::kDeclaredLost;
+  w.update.lost_reason = "declared lost by an operator";
+  w.update.lost_unix = NowUnix();
+  std::shared_ptr<Trial> held = *t;
+  w.done = [this, held, worker, done = std::move(done)](const absl::Status& s) {
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    for (const v1::WorkerStatus& status : WorkerStatuses(*held)) {
+      if (status.worker() == worker) {
+        done(status);
+        return;
+      }
+    }
+    done(absl::InternalError(absl::StrCat("worker '", worker, "' vanished from the index")));
+  };
+  Submit(std::move(w));
 }
 
 std::vector<std::shared_ptr<Trial>> Collector::Trials() const {

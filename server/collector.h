@@ -30,6 +30,7 @@
 #include "server/notifier.h"
 #include "server/trial.h"
 #include "server/value_cache.h"
+#include "server/worker_registry.h"
 #include "storage/tensor_store.h"
 
 namespace tensorkeep {
@@ -62,6 +63,10 @@ struct CollectorOptions {
   // reductions off gRPC's threads (server/executor.h).
   size_t executor_threads = 2;
   size_t executor_max_queued = 4096;
+  // A worker whose Push stream ended without a close with end-of-training is
+  // LOST when no stream of it comes back within this many seconds
+  // (server/worker_registry.h); <= 0: never by time.
+  double worker_timeout_seconds = 60;
 };
 
 class Collector {
@@ -95,7 +100,13 @@ class Collector {
   absl::StatusOr<uint64_t> ClaimWriter(const std::string& trial, const std::string& worker);
   // Releases the claim `id` (nothing if it was released already, so a late
   // release never drops a newer stream's claim).
+  // It starts the worker's --worker-timeout.
   void ReleaseWriter(const std::string& trial, const std::string& worker, uint64_t id);
+  // Each worker's status (state, last steps, whether it has a live stream).
+  std::vector<v1::WorkerStatus> WorkerStatuses(const Trial& trial) const;
+  // Sets `connected` in statuses of `trial`'s workers.
+  void MarkConnected(const std::string& trial,
+                     google::protobuf::RepeatedPtrField<v1::WorkerStatus>* statuses) const;
 
   // Queues a durable write (see Committer).
   void Submit(PendingWrite write) { committer_->Submit(std::move(write)); }
@@ -146,6 +157,12 @@ class Collector {
   // thread), or with the error (possibly at once, on this thread). Never
   // blocks; `done` must not block either.
   void EndTrial(const std::string& trial, std::function<void(absl::StatusOr<bool>)> done);
+  // Declares `worker` LOST now (an operator's `tensorkeep worker-lost`);
+  // calls `done` with its status once durable, or with the error
+  // (InvalidWorker when it never wrote to the trial, FailedPrecondition when
+  // it is CLOSED), as EndTrial does.
+  void DeclareWorkerLost(const std::string& trial, const std::string& worker,
+                         std::function<void(absl::StatusOr<v1::WorkerStatus>)> done);
   // Stores a rule status (and the stop request its action implies); calls
   // `done` with the stored status once durable, or with the error, as
   // EndTrial does.
@@ -159,15 +176,14 @@ class Collector {
   absl::Status Recover();
   // The size-checked bytes of a record's large value under `key` (its ValueKey).
   absl::StatusOr<std::string> ReadLargeValue(const Value& value, const std::string& key) const;
+  // The registry's timeout of (trial, worker) passed: queue its LOST.
+  void OnWorkerTimeout(const std::string& trial, const std::string& worker, uint64_t generation);
 
   const CollectorOptions options_;
   TensorStore* const store_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Trial>> trials_ ABSL_GUARDED_BY(mu_);
-  // Live Push streams: (trial, worker) -> claim id.
-  std::map<std::pair<std::string, std::string>, uint64_t> writers_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_claim_ ABSL_GUARDED_BY(mu_) = 1;
 
   MemoryBudget memory_;
   MemoryBudget::Reservation cache_memory_;  // the value cache's share
@@ -175,6 +191,9 @@ class Collector {
   std::atomic<uint64_t> next_block_id_{1};
   // Shared with every Trial; stopped after the committer (which signals it).
   std::shared_ptr<Notifier> notifier_;
+  // Live streams and timeouts; stopped first, destroyed after the committer
+  // (whose queued LOST writes ask it whether the worker came back).
+  std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Committer> committer_;
   std::unique_ptr<Executor> executor_;  // stopped first: its tasks read the store
 };

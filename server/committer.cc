@@ -103,8 +103,34 @@ absl::Status Committer::CheckSteps(const PendingWrite& write, const Staged& stag
   return absl::OkStatus();
 }
 
+const storage::WorkerMeta* Committer::FindWorker(const Staged& staged, const WorkerId& id) const {
+  if (auto it = staged.workers.find(id); it != staged.workers.end()) return &it->second;
+  if (auto it = worker_meta_.find(id); it != worker_meta_.end()) return &it->second;
+  return nullptr;
+}
+
+bool Committer::AllWorkersGone(const std::string& trial, const Staged& staged,
+                               uint32_t expected) const {
+  const auto gone = [](const storage::WorkerMeta& m) { return m.closed() || m.lost(); };
+  const WorkerId first{trial, ""};
+  size_t n = 0;
+  for (auto it = worker_meta_.lower_bound(first);
+       it != worker_meta_.end() && it->first.first == trial; ++it) {
+    ++n;
+    auto s = staged.workers.find(it->first);
+    if (!gone(s != staged.workers.end() ? s->second : it->second)) return false;
+  }
+  for (auto it = staged.workers.lower_bound(first);
+       it != staged.workers.end() && it->first.first == trial; ++it) {
+    if (worker_meta_.count(it->first) != 0) continue;  // counted above
+    ++n;
+    if (!gone(it->second)) return false;
+  }
+  return n > 0 && n >= expected;
+}
+
 absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
-                              std::unique_ptr<TensorStore::Batch>* meta_batch) {
+                              std::unique_ptr<TensorStore::Batch>* meta_batch, bool* noop) {
   const auto put = [&](const std::string& key, const google::protobuf::Message& m) {
     if (*meta_batch == nullptr) *meta_batch = store_->NewBatch();
     (*meta_batch)->Put(key, m.SerializeAsString());
@@ -114,11 +140,52 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
 
   // Checks first: a refused write stages nothing.
   const WorkerId wid{trial, u.worker};
-  const bool new_worker =
-      !u.worker.empty() && worker_meta_.count(wid) == 0 && staged->workers.count(wid) == 0;
-  if (new_worker) {
+  const storage::WorkerMeta* known = u.worker.empty() ? nullptr : FindWorker(*staged, wid);
+  const bool new_worker = !u.worker.empty() && known == nullptr;
+  const auto worker_count = [&]() -> uint32_t {
     auto count = staged->worker_counts.find(trial);
-    const uint32_t n = count != staged->worker_counts.end() ? count->second : worker_counts_[trial];
+    return count != staged->worker_counts.end() ? count->second : worker_counts_[trial];
+  };
+  if (u.change == WorkerChange::kTimedOut || u.change == WorkerChange::kDeclaredLost) {
+    const bool declared = u.change == WorkerChange::kDeclaredLost;
+    if (known == nullptr && declared) {
+      return MakeError(
+          Reason::kInvalidWorker,
+          absl::StrCat("worker '", u.worker, "' never wrote to trial '", trial,
+                       "'; its workers are listed by `tensorkeep workers ", trial, "`"));
+    }
+    if (known != nullptr && known->closed() && declared) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker '", u.worker, "' of trial '", trial,
+                       "' closed with end-of-training: it is CLOSED, not lost, and no step "
+                       "waits for it"));
+    }
+    if (known == nullptr || known->closed() || known->lost() ||
+        (write.precondition && !write.precondition())) {
+      *noop = true;  // already gone, or back since its timeout passed
+      return absl::OkStatus();
+    }
+  }
+  if (u.change == WorkerChange::kOpened && worker_count() > 0) {
+    // Writers of a trial must agree on how many workers it has: a writer
+    // that counts differently would make steps complete too early or never.
+    const storage::TrialMeta* tm = nullptr;
+    if (auto it = staged->trials.find(trial); it != staged->trials.end()) {
+      tm = &it->second;
+    } else if (auto d = trial_meta_.find(trial); d != trial_meta_.end()) {
+      tm = &d->second;
+    }
+    if (tm != nullptr && tm->num_workers() != u.num_workers) {
+      return MakeError(
+          Reason::kConflict,
+          absl::StrCat("worker '", u.worker, "' opened trial '", trial, "' with num_workers ",
+                       u.num_workers, ", but its writers declared num_workers ", tm->num_workers(),
+                       ": every writer of a trial must declare the same number of "
+                       "workers (the world size), or write to another trial"));
+    }
+  }
+  if (new_worker) {
+    const uint32_t n = worker_count();
     if (n >= kMaxWorkers) {
       return absl::ResourceExhaustedError(absl::StrCat("trial '", trial, "' already has ", n,
                                                        " workers, the most one trial may "
@@ -195,13 +262,15 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
       trial_changed = true;
     }
   }
-  // Written whenever it changed, and with the first write of a trial not yet
-  // durable (a failed first write leaves it new for the next group).
-  if (trial_changed) put(TrialKey(trial), tm);
 
   if (!u.worker.empty()) {
     bool worker_changed = false;
+    bool gone = false;  // the worker became CLOSED or LOST
     storage::WorkerMeta& wm = StagedCopy(&staged->workers, worker_meta_, wid, &worker_changed);
+    // A worker that appears, or comes back from LOST, has not committed the
+    // steps complete so far: record them, so that they stay complete after a
+    // restart (the tracker then recomputes from the workers' commits).
+    bool awaited_again = worker_changed || (u.change == WorkerChange::kOpened && wm.lost());
     if (worker_changed) {  // a new worker
       wm.set_committed_through(StepTracker::kNone);
       auto count = staged->worker_counts.find(trial);
@@ -216,10 +285,49 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
     }
     if (u.finished && !wm.closed()) {
       wm.set_closed(true);
+      wm.set_lost(false);
+      wm.clear_lost_reason();
+      wm.set_lost_unix(0);
+      worker_changed = gone = true;
+    }
+    if ((u.change == WorkerChange::kTimedOut || u.change == WorkerChange::kDeclaredLost) &&
+        !wm.closed() && !wm.lost()) {
+      wm.set_lost(true);
+      wm.set_lost_reason(u.lost_reason);
+      wm.set_lost_unix(u.lost_unix);
+      worker_changed = gone = true;
+      staged->logs.push_back(absl::StrCat("trial '", trial, "': worker '", u.worker, "' is LOST (",
+                                          u.lost_reason, "); later steps complete without it"));
+    }
+    if (u.change == WorkerChange::kOpened && wm.lost()) {
+      wm.set_lost(false);
+      wm.clear_lost_reason();
+      wm.set_lost_unix(0);
       worker_changed = true;
+      staged->logs.push_back(
+          absl::StrCat("trial '", trial, "': worker '", u.worker, "' is back: ACTIVE again"));
+    }
+    if (awaited_again && !tm.ended()) {
+      const int64_t through = write.trial->CompleteThrough();
+      if (through != StepTracker::kNone && through != StepTracker::kAll &&
+          static_cast<uint64_t>(through) + 1 > tm.complete_below()) {
+        tm.set_complete_below(static_cast<uint64_t>(through) + 1);
+        trial_changed = true;
+      }
     }
     if (worker_changed) put(WorkerKey(trial, u.worker), wm);
+    if (gone && !tm.ended() && AllWorkersGone(trial, *staged, tm.num_workers())) {
+      // Final, as the tracker's end: a LOST worker coming back later does
+      // not make the trial run again.
+      tm.set_ended(true);
+      trial_changed = true;
+      staged->logs.push_back(
+          absl::StrCat("trial '", trial, "' ended: every worker closed or is lost"));
+    }
   }
+  // Written whenever it changed, and with the first write of a trial not yet
+  // durable (a failed first write leaves it new for the next group).
+  if (trial_changed) put(TrialKey(trial), tm);
   return absl::OkStatus();
 }
 
@@ -251,6 +359,7 @@ void Committer::Run() {
     }
     std::vector<absl::Status> results(group.size());
     std::vector<std::unique_ptr<TensorStore::Batch>> meta(group.size());
+    std::vector<char> noop(group.size(), 0);
     std::vector<TensorStore::Batch*> batches;
     Staged staged;
     bool any = false;
@@ -260,7 +369,9 @@ void Committer::Run() {
         results[i] = w.stream->failed;
         continue;
       }
-      results[i] = Stage(w, &staged, &meta[i]);
+      bool nothing = false;
+      results[i] = Stage(w, &staged, &meta[i], &nothing);
+      noop[i] = nothing;
       if (!results[i].ok()) {
         spdlog::warn("trial '{}': refused a write of worker '{}': {}", w.trial->name(),
                      w.update.worker, std::string(results[i].message()));
@@ -276,6 +387,7 @@ void Committer::Run() {
     // when it changed nothing on disk (a Flush after unsynced writes).
     if (!batches.empty() || (any && sync_)) written = store_->WriteAll(batches, sync_);
     if (written.ok()) {
+      for (const std::string& line : staged.logs) spdlog::info("{}", line);
       Keep(&staged);
     } else {
       spdlog::error("commit of {} writes failed: {}", group.size(), written.ToString());
@@ -286,7 +398,7 @@ void Committer::Run() {
         results[i] = written;
         if (w.stream != nullptr) w.stream->failed = written;
       }
-      if (results[i].ok()) w.trial->Apply(w.update);
+      if (results[i].ok() && !noop[i]) w.trial->Apply(w.update);
       if (w.done) w.done(results[i]);
     }
     group.clear();

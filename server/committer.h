@@ -10,8 +10,13 @@
 //    (mode, mode step) and a mode step one global step, whichever worker
 //    wrote it first (CONFLICT naming both), and a trial has at most
 //    kMaxWorkers distinct workers and kMaxTensorNamesPerTrial tensor names
-//    (RESOURCE_EXHAUSTED);
-//  - stages the trial and worker metadata the write changes.
+//    (RESOURCE_EXHAUSTED); an Open declares the num_workers the trial's
+//    other writers declared (CONFLICT naming both);
+//  - stages the trial and worker metadata the write changes, including the
+//    workers' states (ACTIVE, CLOSED, LOST: server/step_tracker.h): a
+//    worker opening a stream is ACTIVE again, a timeout or an operator makes
+//    an ACTIVE worker LOST, and once every expected worker is CLOSED or LOST
+//    the trial is ended, for good.
 // Then every accepted batch and its metadata go to the store as ONE atomic
 // write (TensorStore::WriteAll; with --sync one fsync covers the group, and
 // no LevelDB log rotation can fall between a write and its sync). Only once
@@ -65,6 +70,10 @@ struct PendingWrite {
   std::shared_ptr<WriteStream> stream;
   // The write's share of the memory budget, released once it is done.
   MemoryBudget::Reservation memory;
+  // Checked on the committer thread before the write is staged: false drops
+  // it as a no-op (done gets OK, nothing is written or applied). Null: none.
+  // (A timeout's LOST is dropped when the worker came back meanwhile.)
+  std::function<bool()> precondition;
   // Called once the write is durable and applied (OK), or failed.
   std::function<void(const absl::Status&)> done;
 };
@@ -96,14 +105,22 @@ class Committer {
     // -> its global step: the steps written by the group's earlier writes.
     std::map<std::pair<std::string, uint64_t>, StepInfo> steps;
     std::map<std::tuple<std::string, int, uint64_t>, uint64_t> mode_steps;
+    std::vector<std::string> logs;  // said once the group is durable
   };
 
   void Run();
   // Checks `write` against the committed and staged state; on success stages
   // its steps and metadata and puts the changed metadata into `*meta` (made
   // when needed).
+  // *noop: the write changes nothing (a LOST for a worker already LOST,
+  // CLOSED or back); it is acknowledged and not applied.
   absl::Status Stage(const PendingWrite& write, Staged* staged,
-                     std::unique_ptr<TensorStore::Batch>* meta);
+                     std::unique_ptr<TensorStore::Batch>* meta, bool* noop);
+  // The worker's metadata as the group sees it (null: unknown).
+  const storage::WorkerMeta* FindWorker(const Staged& staged, const WorkerId& id) const;
+  // Every worker of `trial`, as the group sees them, is CLOSED or LOST, and
+  // there are at least `expected`.
+  bool AllWorkersGone(const std::string& trial, const Staged& staged, uint32_t expected) const;
   // Conflicts of `write`'s steps with those committed or staged; counts in
   // `*fresh` the global steps it adds.
   absl::Status CheckSteps(const PendingWrite& write, const Staged& staged, size_t* fresh) const;

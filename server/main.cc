@@ -27,7 +27,8 @@ constexpr char kUsage[] =
     "usage: tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]\n"
     "                         [--value-cache-mb N] [--memory-budget-mb N]\n"
     "                         [--max-push-streams N] [--max-watchers N] [--max-trial-watchers N]\n"
-    "                         [--min-free-disk-mb N] [--log-level trace|debug|info|warn|error]\n"
+    "                         [--min-free-disk-mb N] [--worker-timeout S]\n"
+    "                         [--log-level trace|debug|info|warn|error]\n"
     "\n"
     "  --listen HOST:PORT  address to serve on (default 127.0.0.1:7077; port 0 picks a\n"
     "                      free port). The first line on stdout is `listening on HOST:PORT`.\n"
@@ -50,6 +51,10 @@ constexpr char kUsage[] =
     "  --min-free-disk-mb N  keep this much free on the data directory's disk: below it\n"
     "                      new data is refused (STORAGE_FULL; writers resend by themselves\n"
     "                      once space is back) and queries go on (default 256; 0: off)\n"
+    "  --worker-timeout S  a worker whose stream ended without a close with\n"
+    "                      end-of-training is LOST when it has not reconnected within S\n"
+    "                      seconds: later steps complete without it (default 60; 0: only\n"
+    "                      `tensorkeep worker-lost` declares workers lost)\n"
     "  --log-level L       log verbosity on stderr (default info)\n";
 
 std::string DefaultDataDir() {
@@ -123,6 +128,14 @@ int main(int argc, char** argv) {
       } else {
         options.collector.max_trial_watchers = static_cast<size_t>(n);
       }
+    } else if (arg == "--worker-timeout") {
+      const char* v = value("--worker-timeout");
+      char* end = nullptr;
+      const double seconds = v == nullptr ? -1 : std::strtod(v, &end);
+      if (v == nullptr || *v == '\0' || *end != '\0' || !(seconds >= 0) || seconds > 1e9) {
+        return Usage("--worker-timeout needs a number of seconds (0 to disable)");
+      }
+      options.collector.worker_timeout_seconds = seconds;
     } else if (arg == "--log-level") {
       const char* v = value("--log-level");
       if (v == nullptr) return Usage("--log-level needs a level");

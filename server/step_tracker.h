@@ -2,12 +2,20 @@
 //
 // A worker commits a step when it ends it (explicitly, by moving on to a
 // later step, or by closing); it records only the highest step it committed
-// ("committed through"), since commits are monotonic. A step is complete when
-// every expected worker committed it, when a later step is complete, or when
-// the trial ended. The trial expects max(declared num_workers, workers seen):
-// so every saved step <= min(committed through of all workers) is complete
-// once enough workers have shown up. A worker that closed with
-// end-of-training has passed every step.
+// ("committed through"), since commits are monotonic. Each worker is ACTIVE,
+// CLOSED (closed with end-of-training: it passed every step) or LOST (gone;
+// server/worker_registry.h). The trial expects max(declared num_workers,
+// workers seen). A step is complete when every expected worker has shown up
+// and every ACTIVE one committed it (LOST workers are not waited for), when a
+// later step is complete, or when the trial ended. Completeness never goes
+// back: a LOST worker that becomes ACTIVE again, or a new worker, leaves the
+// steps complete that were complete.
+//
+// The trial ends on request, or when every expected worker has shown up and
+// none is ACTIVE (all CLOSED or LOST). The end is final.
+//
+// With no worker LOST this is smdebug's rule: a step is complete when every
+// worker committed it.
 //
 // Thread safety: none; the owning Trial guards it.
 #ifndef TENSORKEEP_SERVER_STEP_TRACKER_H_
@@ -19,6 +27,8 @@
 
 namespace tensorkeep {
 
+enum class WorkerState { kActive = 1, kClosed = 2, kLost = 3 };
+
 class StepTracker {
  public:
   static constexpr int64_t kNone = -1;
@@ -27,14 +37,20 @@ class StepTracker {
   // Declares that the trial expects at least `n` workers.
   void DeclareWorkers(uint32_t n);
   // Worker `id` (dense, from 0) has committed every step <= through. Lower
-  // values than already recorded are ignored.
+  // values than already recorded are ignored. A new id is ACTIVE.
   void Commit(int id, int64_t through);
   // Worker `id` closed with end-of-training: it passed every step.
   void Finish(int id);
+  // Worker `id` is LOST (a CLOSED worker stays CLOSED).
+  void Lose(int id);
+  // Worker `id`, if LOST, is ACTIVE again.
+  void Reactivate(int id);
   void End();
+  // Every step <= through is complete (and stays so), whatever the workers.
+  void RaiseFloor(int64_t through);
 
-  // Ended on request, or every expected worker closed with end-of-training.
-  bool ended() const { return ended_ || all_finished_; }
+  // Ended on request, or every expected worker CLOSED or LOST.
+  bool ended() const { return ended_; }
   uint32_t expected_workers() const;
   // Every step <= this is complete (kAll after the end, kNone if none).
   int64_t complete_through() const { return complete_through_; }
@@ -44,14 +60,16 @@ class StepTracker {
   bool IsComplete(uint64_t step) const {
     return complete_through_ != kNone && static_cast<int64_t>(step) <= complete_through_;
   }
+  // kAll for a CLOSED worker.
   int64_t committed(int id) const;
+  WorkerState state(int id) const;
 
  private:
+  void Grow(int id);
   void Recompute();
 
-  std::vector<int64_t> committed_;  // by worker id
-  std::vector<bool> finished_;      // by worker id
-  bool all_finished_ = false;
+  std::vector<int64_t> committed_;   // by worker id
+  std::vector<WorkerState> states_;  // by worker id
   uint32_t declared_ = 1;
   bool ended_ = false;
   int64_t complete_through_ = kNone;

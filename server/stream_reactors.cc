@@ -279,6 +279,7 @@ void WatchStepsReactor::PumpLocked() {
     message_.set_step(next[0].first);
     message_.set_mode(static_cast<v1::Mode>(next[0].second.mode));
     message_.set_mode_step(next[0].second.mode_step);
+    trial_->DescribeStep(next[0].first, &message_);
     cursor_ = next[0].first + 1;
     writing_ = true;
     StartWrite(&message_);

@@ -86,7 +86,11 @@ grpc::ServerUnaryReactor* TensorKeepService::ListTrials(grpc::CallbackServerCont
                                                         const v1::ListTrialsRequest*,
                                                         v1::ListTrialsResponse* response) {
   return Unary(context, [&]() -> absl::Status {
-    for (const auto& t : collector_->Trials()) *response->add_trials() = t->Summary();
+    for (const auto& t : collector_->Trials()) {
+      v1::TrialSummary* summary = response->add_trials();
+      *summary = t->Summary();
+      collector_->MarkConnected(t->name(), summary->mutable_worker_statuses());
+    }
     return absl::OkStatus();
   });
 }
@@ -97,6 +101,7 @@ grpc::ServerUnaryReactor* TensorKeepService::GetTrial(grpc::CallbackServerContex
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
     *response = trial->Summary();
+    collector_->MarkConnected(trial->name(), response->mutable_worker_statuses());
     return absl::OkStatus();
   });
 }
@@ -111,6 +116,20 @@ grpc::ServerUnaryReactor* TensorKeepService::EndTrial(grpc::CallbackServerContex
                          if (was_running.ok()) response->set_was_running(*was_running);
                          reactor->Finish(ToGrpcStatus(was_running.status(), context));
                        });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::DeclareWorkerLost(
+    grpc::CallbackServerContext* context, const v1::DeclareWorkerLostRequest* request,
+    v1::WorkerStatus* response) {
+  // Finished from the committer's completion, as EndTrial.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  collector_->DeclareWorkerLost(
+      request->trial(), request->worker(),
+      [context, reactor, response](absl::StatusOr<v1::WorkerStatus> status) {
+        if (status.ok()) *response = std::move(*status);
+        reactor->Finish(ToGrpcStatus(status.status(), context));
+      });
   return reactor;
 }
 
@@ -167,7 +186,10 @@ grpc::ServerUnaryReactor* TensorKeepService::ListWorkers(grpc::CallbackServerCon
                                                          v1::WorkerList* response) {
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
-    AddAll(trial->Workers(), response->mutable_workers());
+    for (v1::WorkerStatus& s : collector_->WorkerStatuses(*trial)) {
+      response->add_workers(s.worker());
+      *response->add_statuses() = std::move(s);
+    }
     return absl::OkStatus();
   });
 }

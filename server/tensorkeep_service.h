@@ -51,6 +51,9 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
   grpc::ServerUnaryReactor* EndTrial(grpc::CallbackServerContext* context,
                                      const v1::TrialRef* request,
                                      v1::EndTrialResponse* response) override;
+  grpc::ServerUnaryReactor* DeclareWorkerLost(grpc::CallbackServerContext* context,
+                                              const v1::DeclareWorkerLostRequest* request,
+                                              v1::WorkerStatus* response) override;
   grpc::ServerUnaryReactor* ListSteps(grpc::CallbackServerContext* context,
                                       const v1::ListStepsRequest* request,
                                       v1::StepList* response) override;

@@ -182,6 +182,7 @@ int Trial::WorkerIdLocked(const std::string& worker) {
   const int id = static_cast<int>(worker_names_.size());
   worker_names_.push_back(worker);
   worker_ids_.emplace(worker, id);
+  worker_info_.emplace_back();
   tracker_.Commit(id, StepTracker::kNone);
   return id;
 }
@@ -211,6 +212,10 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
       if (!IsGlobalMode(r.mode)) mode_steps_[r.mode][r.mode_step] = r.step;
     }
     previous = &r;
+    if (wid >= 0) {
+      int64_t& last = worker_info_[wid].last_step;
+      last = std::max(last, static_cast<int64_t>(r.step));
+    }
     auto found = tensor_lookup_.find(r.name);
     if (found == tensor_lookup_.end()) {
       found = tensor_lookup_.emplace(r.name, &tensors_[r.name]).first;
@@ -230,9 +235,25 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
   }
   if (wid >= 0 && update.committed_through != StepTracker::kNone) {
     tracker_.Commit(wid, update.committed_through);
+    int64_t& committed = worker_info_[wid].committed;
+    committed = std::max(committed, update.committed_through);
   }
   if (wid >= 0 && update.finished) tracker_.Finish(wid);
+  const bool lost =
+      update.change == WorkerChange::kTimedOut || update.change == WorkerChange::kDeclaredLost;
+  if (wid >= 0 && lost && tracker_.state(wid) == WorkerState::kActive) {
+    tracker_.Lose(wid);
+    worker_info_[wid].lost_reason = update.lost_reason;
+    worker_info_[wid].lost_unix = update.lost_unix;
+  }
+  if (wid >= 0 && update.change == WorkerChange::kOpened &&
+      tracker_.state(wid) == WorkerState::kLost) {
+    tracker_.Reactivate(wid);
+    worker_info_[wid].lost_reason.clear();
+    worker_info_[wid].lost_unix = 0;
+  }
   if (update.end_trial) tracker_.End();
+  if (update.complete_floor != StepTracker::kNone) tracker_.RaiseFloor(update.complete_floor);
   if (update.rule_status.has_value()) {
     const v1::RuleStatus& rs = *update.rule_status;
     rules_[rs.rule()] = rs;
@@ -293,6 +314,11 @@ std::optional<uint64_t> Trial::FindGlobalStep(int mode, uint64_t mode_step) cons
   return ToGlobalLocked(mode_step, mode);
 }
 
+int64_t Trial::CompleteThrough() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return tracker_.complete_through();
+}
+
 bool Trial::ended() const {
   absl::ReaderMutexLock lock(&mu_);
   return tracker_.ended();
@@ -326,9 +352,15 @@ v1::TrialSummary Trial::Summary() const {
   s.set_num_tensors(tensors_.size());
   s.set_stop_requested(stop_requested_);
   s.set_stop_reason(stop_reason_);
-  std::vector<std::string> workers = worker_names_;
-  std::sort(workers.begin(), workers.end());
-  for (auto& w : workers) s.add_workers(w);
+  std::vector<int> ids(worker_names_.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+  std::sort(ids.begin(), ids.end(), [this](int a, int b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return worker_names_[a] < worker_names_[b];
+  });
+  for (int id : ids) {
+    s.add_workers(worker_names_[id]);
+    *s.add_worker_statuses() = StatusLocked(id);
+  }
   std::set<int> modes;
   for (const auto& [step, info] : steps_) modes.insert(info.mode);
   for (int m : modes) s.add_modes(static_cast<v1::Mode>(m));
@@ -465,6 +497,63 @@ std::vector<std::string> Trial::Workers() const {
   std::vector<std::string> out = worker_names_;
   std::sort(out.begin(), out.end());
   return out;
+}
+
+v1::WorkerStatus Trial::StatusLocked(int id) const {
+  v1::WorkerStatus s;
+  s.set_worker(worker_names_[id]);
+  const WorkerInfo& info = worker_info_[id];
+  s.set_last_step(info.last_step);
+  s.set_committed_through(info.committed);
+  switch (tracker_.state(id)) {
+    case WorkerState::kActive:
+      s.set_state(v1::ACTIVE);
+      break;
+    case WorkerState::kClosed:
+      s.set_state(v1::CLOSED);
+      break;
+    case WorkerState::kLost:
+      s.set_state(v1::LOST);
+      s.set_reason(info.lost_reason);
+      s.set_since_unix(info.lost_unix);
+      break;
+  }
+  return s;
+}
+
+std::vector<v1::WorkerStatus> Trial::WorkerStatuses() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<v1::WorkerStatus> out;
+  out.reserve(worker_names_.size());
+  for (size_t id = 0; id < worker_names_.size(); ++id) out.push_back(StatusLocked(id));
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.worker() < b.worker(); });
+  return out;
+}
+
+std::optional<WorkerState> Trial::StateOf(const std::string& worker) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const int id = FindWorkerLocked(worker);
+  if (id < 0) return std::nullopt;
+  return tracker_.state(id);
+}
+
+void Trial::DescribeStep(uint64_t step, v1::StepEvent* event) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<const std::string*> names;
+  if (auto it = blocks_.find(step); it != blocks_.end()) {
+    for (const StoredBlock& b : it->second) names.push_back(&worker_names_[b.worker]);
+  }
+  std::sort(names.begin(), names.end(), [](auto* a, auto* b) { return *a < *b; });
+  names.erase(std::unique(names.begin(), names.end(), [](auto* a, auto* b) { return *a == *b; }),
+              names.end());
+  for (const std::string* n : names) event->add_workers(*n);
+  std::vector<std::string> lost;
+  for (size_t id = 0; id < worker_names_.size(); ++id) {
+    if (tracker_.state(id) == WorkerState::kLost) lost.push_back(worker_names_[id]);
+  }
+  std::sort(lost.begin(), lost.end());
+  for (auto& n : lost) event->add_lost_workers(std::move(n));
 }
 
 std::vector<int> Trial::Modes() const {

@@ -70,6 +70,14 @@ struct BlockRef {
   std::string first_name, last_name;  // the block's name range
 };
 
+// A change of a worker's state (server/step_tracker.h) an update carries.
+enum class WorkerChange {
+  kNone,
+  kOpened,        // the worker opened a Push stream: a LOST worker is ACTIVE again
+  kTimedOut,      // no stream for --worker-timeout: an ACTIVE worker is LOST
+  kDeclaredLost,  // an operator declared it lost (DeclareWorkerLost): LOST
+};
+
 // What one durable batch changed in a trial.
 struct TrialUpdate {
   std::string worker;        // empty for trial-level updates
@@ -78,6 +86,11 @@ struct TrialUpdate {
   std::vector<BlockRef> blocks;                    // the blocks holding `records`
   int64_t committed_through = StepTracker::kNone;  // kNone: unchanged
   bool finished = false;                           // the worker closed with end-of-training
+  WorkerChange change = WorkerChange::kNone;
+  // Steps <= this are complete (recovery: TrialMeta.complete_below - 1).
+  int64_t complete_floor = StepTracker::kNone;
+  std::string lost_reason;  // kLost: why
+  double lost_unix = 0;     // kLost: when
   bool end_trial = false;
   std::optional<v1::RuleStatus> rule_status;
 };
@@ -132,6 +145,8 @@ class Trial : public std::enable_shared_from_this<Trial> {
   // The global step saved as (mode, mode_step), if any (mode not GLOBAL).
   std::optional<uint64_t> FindGlobalStep(int mode, uint64_t mode_step) const;
   bool ended() const;
+  // Every step <= this is complete (kNone: none; kAll once ended).
+  int64_t CompleteThrough() const;
   bool stop_requested(std::string* reason) const;
   uint32_t num_workers() const;
   // Distinct global steps saved.
@@ -151,6 +166,14 @@ class Trial : public std::enable_shared_from_this<Trial> {
                                                        const std::vector<std::string>& regex,
                                                        const std::string& collection) const;
   std::vector<std::string> Workers() const;
+  // Each worker's state, last saved and committed step, sorted by name
+  // (`connected` is left false: the collector knows the live streams).
+  std::vector<v1::WorkerStatus> WorkerStatuses() const;
+  // The state of `worker`, or nullopt if it never wrote to the trial.
+  std::optional<WorkerState> StateOf(const std::string& worker) const;
+  // Sets the event's `workers` (those that saved tensors at `step`) and
+  // `lost_workers` (the trial's LOST workers now).
+  void DescribeStep(uint64_t step, v1::StepEvent* event) const;
   std::vector<int> Modes() const;
   std::map<std::string, std::vector<std::string>> Collections() const;
   // mode(global_step) and mode_step(global_step).
@@ -218,6 +241,14 @@ class Trial : public std::enable_shared_from_this<Trial> {
   struct TensorEntry {
     absl::btree_map<uint64_t, WorkerSet> steps;  // global step -> workers
   };
+  // What the index knows of a worker beyond the tracker's state.
+  struct WorkerInfo {
+    int64_t last_step = -1;  // highest step it saved a record at
+    int64_t committed = -1;  // highest step it committed (not kAll when CLOSED)
+    std::string lost_reason;
+    double lost_unix = 0;
+  };
+  v1::WorkerStatus StatusLocked(int id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   struct StoredBlock {
     uint16_t worker;
     uint64_t id;
@@ -255,6 +286,7 @@ class Trial : public std::enable_shared_from_this<Trial> {
   std::map<int, absl::btree_map<uint64_t, uint64_t>> mode_steps_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> worker_names_ ABSL_GUARDED_BY(mu_);  // by id
   absl::flat_hash_map<std::string, int> worker_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<WorkerInfo> worker_info_ ABSL_GUARDED_BY(mu_);  // by id
   std::map<std::string, TensorEntry> tensors_ ABSL_GUARDED_BY(mu_);
   // The same entries by hash (a write looks up every record's name).
   absl::flat_hash_map<std::string, TensorEntry*> tensor_lookup_ ABSL_GUARDED_BY(mu_);

@@ -147,6 +147,7 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
   Outcome out;
   out.write = NewWrite();
   out.write->update.num_workers = num_workers_;
+  out.write->update.change = WorkerChange::kOpened;  // a LOST worker is back
   return out;
 }
 

@@ -33,10 +33,13 @@ commands:
   info TRIAL                               state, workers, steps, collections, rules
   steps TRIAL [--mode M] [--incomplete]    saved (complete) steps
   tensors TRIAL [--step N] [--mode M] [--regex R ... | --collection C]
-  workers TRIAL
+  workers TRIAL                            each worker's state (ACTIVE, CLOSED, LOST),
+                                           last saved and committed step, connection
+  worker-lost TRIAL WORKER                 declare a worker lost: later steps complete
+                                           without it (until it reconnects)
   collections TRIAL
   put TRIAL NAME --step N --file X.npy [--mode M --mode-step K] [--worker W]
-      [--collection C ...] [--num-workers N]
+      [--collection C ...] [--num-workers N (default: the trial's)]
                                            store one tensor and commit the step
   value TRIAL NAME --step N [--mode M] [--worker W] (--out Y.npy | --json)
   reduce TRIAL NAME --step N --reduction R [--abs] [--mode M] [--worker W]
@@ -148,7 +151,11 @@ int Info(const Args& args, Context& ctx) {
   const auto& s = *summary;
   std::cout << "trial:            " << s.name() << (s.ended() ? " (ended)" : " (running)") << "\n";
   std::cout << "workers:          " << s.num_workers() << " expected:";
-  for (const auto& w : s.workers()) std::cout << " " << w;
+  for (const auto& w : s.worker_statuses()) {
+    std::cout << " " << w.worker() << "(" << v1::WorkerState_Name(w.state());
+    if (w.last_step() >= 0) std::cout << ", last step " << w.last_step();
+    std::cout << ")";
+  }
   std::cout << "\nsteps:            " << s.num_steps() << " saved, last " << s.last_step()
             << ", complete through " << s.complete_through() << "\nmodes:           ";
   for (int m : s.modes()) std::cout << " " << client::ModeText(m);
@@ -191,11 +198,44 @@ int Tensors(const Args& args, Context& ctx) {
   return 0;
 }
 
+void PrintWorkerStatus(const v1::WorkerStatus& w) {
+  std::printf("%-24s %-7s %10lld %10lld  %-3s %s\n", w.worker().c_str(),
+              v1::WorkerState_Name(w.state()).c_str(), static_cast<long long>(w.last_step()),
+              static_cast<long long>(w.committed_through()), w.connected() ? "yes" : "no",
+              w.reason().c_str());
+}
+
 int Workers(const Args& args, Context& ctx) {
   if (args.positional().size() != 1) return UsageError("workers needs TRIAL");
-  auto workers = client::Trial(ctx.connection, args.positional()[0]).Workers();
+  auto workers = client::Trial(ctx.connection, args.positional()[0]).WorkerStatuses();
   if (!workers.ok()) return Fail(workers.status());
-  PrintList(*workers, ctx.json);
+  if (ctx.json) {
+    v1::WorkerList list;
+    for (const auto& w : *workers) {
+      list.add_workers(w.worker());
+      *list.add_statuses() = w;
+    }
+    std::cout << ToJson(list) << "\n";
+    return 0;
+  }
+  std::printf("%-24s %-7s %10s %10s  %-3s %s\n", "WORKER", "STATE", "LAST", "COMMITTED", "CON",
+              "REASON");
+  for (const auto& w : *workers) PrintWorkerStatus(w);
+  return 0;
+}
+
+int WorkerLost(const Args& args, Context& ctx) {
+  if (args.positional().size() != 2) return UsageError("worker-lost needs TRIAL WORKER");
+  auto status =
+      client::Trial(ctx.connection, args.positional()[0]).DeclareWorkerLost(args.positional()[1]);
+  if (!status.ok()) return Fail(status.status());
+  if (ctx.json) {
+    std::cout << ToJson(*status) << "\n";
+    return 0;
+  }
+  std::cout << "worker " << status->worker() << " of trial " << args.positional()[0] << " is "
+            << v1::WorkerState_Name(status->state())
+            << ": later steps complete without it until it reconnects\n";
   return 0;
 }
 
@@ -245,6 +285,12 @@ int Put(const Args& args, Context& ctx) {
   opts.trial = args.positional()[0];
   opts.worker = args.Get("worker").value_or("worker_0");
   opts.num_workers = static_cast<uint32_t>(num_workers->value_or(1));
+  if (!num_workers->has_value()) {
+    // The trial's writers must agree on num_workers: join an existing trial
+    // with its count.
+    auto summary = client::Trial(ctx.connection, opts.trial).Summary();
+    if (summary.ok() && summary->num_workers() > 0) opts.num_workers = summary->num_workers();
+  }
   auto writer = client::Writer::Open(opts);
   if (!writer.ok()) return Fail(writer.status());
   v1::TensorRecord r;
@@ -509,6 +555,7 @@ int RunCli(const std::vector<std::string>& argv) {
       {"steps", {Steps, {"mode"}, {"incomplete"}}},
       {"tensors", {Tensors, {"step", "mode", "regex", "collection"}, {}}},
       {"workers", {Workers, {}, {}}},
+      {"worker-lost", {WorkerLost, {}, {}}},
       {"collections", {Collections, {}, {}}},
       {"put",
        {Put, {"step", "mode", "mode-step", "worker", "collection", "file", "num-workers"}, {}}},

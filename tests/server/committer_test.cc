@@ -262,7 +262,7 @@ TEST_F(CommitterTest, RefusedWritesUntilTheFaultClearsThenServingAgain) {
   EXPECT_FALSE(s1.Records({Float32Record("x", 1, 4, 2)}).ok());
   for (int i = 0; i < 5; ++i) {
     Stream s(collector_.get());
-    absl::Status open = s.Open("t", "worker_1", 2);
+    absl::Status open = s.Open("t", "worker_1");
     EXPECT_FALSE(open.ok());
     EXPECT_THAT(std::string(open.message()), HasSubstr("No space left on device"));
   }
@@ -439,6 +439,99 @@ TEST_F(CommitterTest, WithSyncEveryAcknowledgedWriteSurvivesAPowerCut) { PowerCu
 
 TEST_F(CommitterTest, WithSyncAPowerCutBeforeTheMemtableFlushLosesNothingAcknowledged) {
   PowerCut(true);
+}
+
+}  // namespace
+}  // namespace tensorkeep
+
+namespace tensorkeep {
+namespace {
+
+class WorkerStateTest : public CommitterTest {
+ protected:
+  absl::StatusOr<v1::WorkerStatus> DeclareLost(const std::string& trial,
+                                               const std::string& worker) {
+    std::promise<absl::StatusOr<v1::WorkerStatus>> done;
+    auto result = done.get_future();
+    collector_->DeclareWorkerLost(
+        trial, worker, [&done](absl::StatusOr<v1::WorkerStatus> s) { done.set_value(s); });
+    return result.get();
+  }
+  std::optional<WorkerState> StateOf(const std::string& trial, const std::string& worker) {
+    return GetTrial(trial)->StateOf(worker);
+  }
+};
+
+TEST_F(WorkerStateTest, AnOpenWithAnotherNumWorkersIsAConflictNamingBoth) {
+  Stream a(collector_.get());
+  ASSERT_TRUE(a.Open("t", "worker_0", 4).ok());
+  {
+    Stream b(collector_.get());
+    absl::Status s = b.Open("t", "worker_1", 2);
+    EXPECT_EQ(GetReason(s), Reason::kConflict) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("num_workers 2"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("num_workers 4"));
+  }                                                    // its stream ends
+  EXPECT_FALSE(StateOf("t", "worker_1").has_value());  // nothing of it stored
+  Stream c(collector_.get());
+  EXPECT_TRUE(c.Open("t", "worker_1", 4).ok());
+}
+
+TEST_F(WorkerStateTest, LostStateIsDurableAndAnOpenMakesItActiveAgain) {
+  {
+    Stream a(collector_.get());
+    Stream b(collector_.get());
+    ASSERT_TRUE(a.Open("t", "worker_0", 2).ok());
+    ASSERT_TRUE(b.Open("t", "worker_1", 2).ok());
+    ASSERT_TRUE(a.Records({Float32Record("x", 0, 4, 1), Float32Record("x", 5, 4, 1)}).ok());
+    ASSERT_TRUE(a.EndStep(5).ok());
+    ASSERT_TRUE(b.Records({Float32Record("x", 0, 4, 2)}).ok());
+    ASSERT_TRUE(b.EndStep(0).ok());
+  }
+  EXPECT_EQ(GetTrial("t")->HasPassedStep(5, 4), StepState::kNotYetAvailable);
+  auto lost = DeclareLost("t", "worker_1");
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ(lost->state(), v1::LOST);
+  EXPECT_EQ(lost->reason(), "declared lost by an operator");
+  EXPECT_EQ(GetTrial("t")->HasPassedStep(5, 4), StepState::kAvailable);
+  EXPECT_EQ(GetReason(DeclareLost("t", "nobody").status()), Reason::kInvalidWorker);
+  EXPECT_TRUE(DeclareLost("t", "worker_1").ok());  // again: no change, no error
+
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  EXPECT_EQ(StateOf("t", "worker_1"), WorkerState::kLost);
+  EXPECT_EQ(StateOf("t", "worker_0"), WorkerState::kActive);
+  EXPECT_EQ(GetTrial("t")->HasPassedStep(5, 4), StepState::kAvailable);
+  {
+    Stream b(collector_.get());
+    ASSERT_TRUE(b.Open("t", "worker_1", 2).ok());
+    EXPECT_EQ(StateOf("t", "worker_1"), WorkerState::kActive);
+  }
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  EXPECT_EQ(StateOf("t", "worker_1"), WorkerState::kActive);
+  EXPECT_EQ(GetTrial("t")->HasPassedStep(5, 4), StepState::kAvailable);  // never back
+}
+
+TEST_F(WorkerStateTest, TheEndByLostWorkersIsDurableAndFinal) {
+  {
+    Stream a(collector_.get());
+    Stream b(collector_.get());
+    ASSERT_TRUE(a.Open("t", "worker_0", 2).ok());
+    ASSERT_TRUE(b.Open("t", "worker_1", 2).ok());
+    ASSERT_TRUE(a.Records({Float32Record("x", 0, 4, 1)}).ok());
+    ASSERT_TRUE(a.Close(/*end_of_training=*/true).ok());
+  }
+  EXPECT_FALSE(GetTrial("t")->ended());
+  ASSERT_TRUE(DeclareLost("t", "worker_1").ok());
+  EXPECT_TRUE(GetTrial("t")->ended());
+  EXPECT_EQ(DeclareLost("t", "worker_0").status().code(), absl::StatusCode::kFailedPrecondition);
+  {
+    Stream b(collector_.get());  // comes back: ACTIVE, the trial stays ended
+    ASSERT_TRUE(b.Open("t", "worker_1", 2).ok());
+  }
+  EXPECT_TRUE(GetTrial("t")->ended());
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  EXPECT_TRUE(GetTrial("t")->ended());
+  EXPECT_EQ(StateOf("t", "worker_1"), WorkerState::kActive);
 }
 
 }  // namespace

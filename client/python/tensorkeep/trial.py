@@ -42,6 +42,7 @@ from .modes import ModeKeys, to_mode
 from .rule_status import STATE_NUMBERS, RuleStatus
 from .step_state import StepState
 from .tensor import Tensor
+from .worker_status import WorkerStatus
 
 # Retries of an idempotent query that failed for want of a collector.
 _READ_RETRY_DELAYS = (0.1, 0.3, 1.0)
@@ -362,6 +363,19 @@ class Trial:
         if v.complete_through < 0:
             return -1
         return min(v.complete_through, v.last_step) if v.last_step >= 0 else -1
+
+    def worker_states(self) -> Dict[str, WorkerStatus]:
+        """Each worker's status by name: its state (ACTIVE, CLOSED, LOST), the last
+        step it saved a tensor at and the last it committed, whether it is
+        connected (tensorkeep's own; smdebug has no worker states)."""
+        resp = self._unary("ListWorkers", pb.TrialRef(trial=self.trial))
+        return {s.worker: WorkerStatus.from_proto(s) for s in resp.statuses}
+
+    def declare_worker_lost(self, worker: str) -> WorkerStatus:
+        """Declares ``worker`` lost (as ``tensorkeep worker-lost``): later steps
+        complete without it until it reconnects. Returns its status."""
+        req = pb.DeclareWorkerLostRequest(trial=self.trial, worker=worker)
+        return WorkerStatus.from_proto(self._unary("DeclareWorkerLost", req, retry=False, worker=worker))
 
     def collections(self) -> Dict[str, Collection]:
         """A dictionary indexed by the name of the collection, with the Collection as value.

@@ -1,0 +1,129 @@
+#include "server/worker_registry.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensorkeep {
+
+WorkerRegistry::WorkerRegistry(const WorkerRegistryOptions& options, OnTimeout on_timeout)
+    : options_(options), on_timeout_(std::move(on_timeout)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void WorkerRegistry::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    changed_.Signal();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+WorkerRegistry::~WorkerRegistry() { Stop(); }
+
+absl::StatusOr<uint64_t> WorkerRegistry::Claim(const std::string& trial,
+                                               const std::string& worker) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find({trial, worker});
+  if (it != entries_.end() && it->second.claim != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "worker '", worker, "' of trial '", trial,
+        "' already has a live Push stream on this collector: two processes may not write as "
+        "the same worker (give each its own name, e.g. worker_<rank>); a writer reconnecting "
+        "after a dropped stream gets in once the collector has seen the old stream end"));
+  }
+  if (live_ >= options_.max_streams) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the collector has ", live_,
+                     " live Push streams, its limit: retry later, or "
+                     "raise tensorkeep-server --max-push-streams"));
+  }
+  if (it == entries_.end()) it = entries_.emplace(Key{trial, worker}, Entry{}).first;
+  const uint64_t id = next_id_++;
+  it->second.claim = id;
+  it->second.generation = id;
+  it->second.deadline = absl::InfiniteFuture();
+  ++live_;
+  return id;
+}
+
+void WorkerRegistry::StartAbsenceLocked(Entry* entry) {
+  entry->generation = next_id_++;
+  if (options_.timeout > absl::ZeroDuration()) {
+    entry->deadline = absl::Now() + options_.timeout;
+    changed_.Signal();
+  }
+}
+
+void WorkerRegistry::Release(const std::string& trial, const std::string& worker, uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find({trial, worker});
+  if (it == entries_.end() || it->second.claim != id || id == 0) return;
+  it->second.claim = 0;
+  --live_;
+  StartAbsenceLocked(&it->second);
+  if (it->second.deadline == absl::InfiniteFuture()) entries_.erase(it);
+}
+
+void WorkerRegistry::Expect(const std::string& trial, const std::string& worker) {
+  absl::MutexLock lock(&mu_);
+  auto [it, fresh] = entries_.emplace(Key{trial, worker}, Entry{});
+  if (!fresh && it->second.claim != 0) return;  // connected already
+  StartAbsenceLocked(&it->second);
+  if (it->second.deadline == absl::InfiniteFuture()) entries_.erase(it);
+}
+
+bool WorkerRegistry::StillGone(const std::string& trial, const std::string& worker,
+                               uint64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find({trial, worker});
+  // No entry: no stream claimed it since its timeout passed (a claim makes one).
+  if (it == entries_.end()) return true;
+  return it->second.claim == 0 && it->second.generation == generation;
+}
+
+bool WorkerRegistry::Connected(const std::string& trial, const std::string& worker) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find({trial, worker});
+  return it != entries_.end() && it->second.claim != 0;
+}
+
+size_t WorkerRegistry::live_streams() const {
+  absl::MutexLock lock(&mu_);
+  return live_;
+}
+
+void WorkerRegistry::Run() {
+  struct Due {
+    std::string trial, worker;
+    uint64_t generation;
+  };
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    // A walk over the entries per wake: they are the live streams and the
+    // workers gone for less than the timeout, and wakes come per stream end.
+    const absl::Time now = absl::Now();
+    absl::Time next = absl::InfiniteFuture();
+    std::vector<Due> due;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      Entry& e = it->second;
+      if (e.claim == 0 && e.deadline <= now) {
+        due.push_back(Due{it->first.first, it->first.second, e.generation});
+        it = entries_.erase(it);
+        continue;
+      }
+      if (e.claim == 0) next = std::min(next, e.deadline);
+      ++it;
+    }
+    if (!due.empty()) {
+      mu_.Unlock();
+      for (const Due& d : due) on_timeout_(d.trial, d.worker, d.generation);
+      mu_.Lock();
+      continue;
+    }
+    changed_.WaitWithDeadline(&mu_, next);
+  }
+}
+
+}  // namespace tensorkeep
