@@ -132,8 +132,8 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
     // first rewritten step (smdebug refuses an existing out_dir at once).
     return MakeError(Reason::kConflict,
                      absl::StrCat("trial '", open.trial(),
-                                  "' has ended (its workers closed with end of training, or it was "
-                                  "ended): a new run cannot write into it; give this run a new "
+                                  "' has ended (its workers closed with end of training or were "
+                                  "lost, or it was ended): a new run cannot write into it; give this run a new "
                                   "trial name, or delete the old trial first"));
   }
   TK_ASSIGN_OR_RETURN(auto trial, collector_->GetOrCreateTrial(open.trial()));

@@ -525,13 +525,13 @@ TEST_F(WorkerStateTest, TheEndByLostWorkersIsDurableAndFinal) {
   EXPECT_TRUE(GetTrial("t")->ended());
   EXPECT_EQ(DeclareLost("t", "worker_0").status().code(), absl::StatusCode::kFailedPrecondition);
   {
-    Stream b(collector_.get());  // comes back: ACTIVE, the trial stays ended
-    ASSERT_TRUE(b.Open("t", "worker_1", 2).ok());
+    Stream b(collector_.get());  // comes back: the trial has ended, for good
+    EXPECT_EQ(GetReason(b.Open("t", "worker_1", 2)), Reason::kConflict);
   }
   EXPECT_TRUE(GetTrial("t")->ended());
   ASSERT_NO_FATAL_FAILURE(Restart());
   EXPECT_TRUE(GetTrial("t")->ended());
-  EXPECT_EQ(StateOf("t", "worker_1"), WorkerState::kActive);
+  EXPECT_EQ(StateOf("t", "worker_1"), WorkerState::kLost);
 }
 
 }  // namespace
