@@ -130,11 +130,12 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
       !open.resume() && existing.ok() && (*existing)->ended()) {
     // A script run twice into one trial: say so before it trains, not at its
     // first rewritten step (smdebug refuses an existing out_dir at once).
-    return MakeError(Reason::kConflict,
-                     absl::StrCat("trial '", open.trial(),
-                                  "' has ended (its workers closed with end of training or were "
-                                  "lost, or it was ended): a new run cannot write into it; give this run a new "
-                                  "trial name, or delete the old trial first"));
+    return MakeError(
+        Reason::kConflict,
+        absl::StrCat("trial '", open.trial(),
+                     "' has ended (its workers closed with end of training or were "
+                     "lost, or it was ended): a new run cannot write into it; give this run a new "
+                     "trial name, or delete the old trial first"));
   }
   TK_ASSIGN_OR_RETURN(auto trial, collector_->GetOrCreateTrial(open.trial()));
   TK_ASSIGN_OR_RETURN(const uint64_t claim, collector_->ClaimWriter(open.trial(), open.worker()));
