@@ -15,13 +15,18 @@ std::string ResolveServer(const std::string& address) {
   return kDefaultServer;
 }
 
-Connection::Connection(std::string address, std::shared_ptr<grpc::Channel> channel)
+Connection::Connection(std::string address, bool tls, std::shared_ptr<grpc::Channel> channel)
     : address_(std::move(address)),
+      tls_(tls),
       channel_(std::move(channel)),
       stub_(v1::TensorKeep::NewStub(channel_)) {}
 
-absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& address) {
+absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& address,
+                                                             const ClientSecurity& flags) {
   if (address.empty()) return absl::InvalidArgumentError("empty collector address");
+  const ClientSecurity security = ResolveSecurity(flags);
+  auto credentials = MakeChannelCredentials(security, address);
+  if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(512 << 20);
   args.SetMaxSendMessageSize(512 << 20);
@@ -30,8 +35,8 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_FIRST_MS);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_FIRST_MS);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_MAX_MS);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  return std::shared_ptr<Connection>(new Connection(address, std::move(channel)));
+  auto channel = grpc::CreateCustomChannel(address, *credentials, args);
+  return std::shared_ptr<Connection>(new Connection(address, security.tls(), std::move(channel)));
 }
 
 absl::Status FromGrpc(const grpc::Status& status, const grpc::ClientContext* context,
@@ -49,6 +54,21 @@ absl::Status FromGrpc(const grpc::Status& status, const grpc::ClientContext* con
                                                status.error_message()));
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+absl::Status FromGrpc(const grpc::Status& status, const grpc::ClientContext* context,
+                      const Connection& connection) {
+  absl::Status s = FromGrpc(status, context, connection.address());
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && GetReason(s) == Reason::kNone) {
+    const TransportExplanation e = ExplainTransportMismatch(connection.address(), connection.tls());
+    // A client and a collector that disagree about TLS stay so: the error is
+    // the configuration's (FAILED_PRECONDITION), not worth a retry.
+    if (e.mismatch) {
+      return absl::FailedPreconditionError(absl::StrCat(e.why, " (", s.message(), ")"));
+    }
+    if (!e.why.empty()) return absl::UnavailableError(absl::StrCat(e.why, " (", s.message(), ")"));
+  }
+  return s;
 }
 
 }  // namespace tensorkeep

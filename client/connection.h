@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "client/credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tensorkeep.grpc.pb.h"
 
@@ -24,16 +25,23 @@ std::string ResolveServer(const std::string& address);
 
 class Connection {
  public:
-  // Creates the channel (lazily connected). Fails only on an empty address.
-  static absl::StatusOr<std::shared_ptr<Connection>> Open(const std::string& address);
+  // Creates the channel (lazily connected), with TLS and token from
+  // `security`, each empty field from the environment (ResolveSecurity).
+  // Fails on an empty address or credentials that cannot be made (a file
+  // not readable, a token without TLS to a remote address).
+  static absl::StatusOr<std::shared_ptr<Connection>> Open(const std::string& address,
+                                                          const ClientSecurity& security = {});
 
   const std::string& address() const { return address_; }
+  // Whether the channel uses TLS.
+  bool tls() const { return tls_; }
   v1::TensorKeep::Stub* stub() const { return stub_.get(); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
  private:
-  Connection(std::string address, std::shared_ptr<grpc::Channel> channel);
+  Connection(std::string address, bool tls, std::shared_ptr<grpc::Channel> channel);
   std::string address_;
+  bool tls_ = false;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::TensorKeep::Stub> stub_;
 };
@@ -43,6 +51,11 @@ class Connection {
 // failures say which address could not be reached.
 absl::Status FromGrpc(const grpc::Status& status, const grpc::ClientContext* context,
                       const std::string& address);
+// The same, and an UNAVAILABLE says when the client and the collector
+// disagree about TLS (ExplainTransportMismatch); when one speaks TLS and the
+// other not, it becomes FAILED_PRECONDITION (retrying cannot help).
+absl::Status FromGrpc(const grpc::Status& status, const grpc::ClientContext* context,
+                      const Connection& connection);
 
 }  // namespace tensorkeep
 

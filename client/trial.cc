@@ -22,7 +22,7 @@ absl::StatusOr<Resp> Call(const Connection& c, Method method, const Req& request
   }
   Resp response;
   grpc::Status s = (c.stub()->*method)(&context, request, &response);
-  TK_RETURN_IF_ERROR(FromGrpc(s, &context, c.address()));
+  TK_RETURN_IF_ERROR(FromGrpc(s, &context, c));
   return response;
 }
 
@@ -275,7 +275,7 @@ absl::StatusOr<std::vector<Value>> Tensor::ReadValues(
     for (auto& v : batched) out.push_back(std::move(v));
     batched.clear();
   }
-  TK_RETURN_IF_ERROR(FromGrpc(reader->Finish(), &context, connection_->address()));
+  TK_RETURN_IF_ERROR(FromGrpc(reader->Finish(), &context, *connection_));
   if (!out.empty() && out.back().data.size() != expected) {
     return absl::DataLossError("a value arrived truncated");
   }

@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& option
         "retry_timeout_seconds must be >= 0 (infinity: never give up)");
   }
   std::unique_ptr<Writer> w(new Writer(options));
-  TK_ASSIGN_OR_RETURN(w->connection_, Connection::Open(ResolveServer(options.server)));
+  TK_ASSIGN_OR_RETURN(w->connection_, Connection::Open(ResolveServer(options.server), options.security));
   const auto deadline =
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_seconds * 1000));
@@ -556,7 +556,7 @@ void Writer::ReadAcks(uint64_t gen,
     cv_.notify_all();
   }
   grpc::Status status = stream->Finish();
-  absl::Status s = FromGrpc(status, context, connection_->address());
+  absl::Status s = FromGrpc(status, context, *connection_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (s.ok() && !close_acked_) {

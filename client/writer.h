@@ -49,6 +49,7 @@ namespace client {
 
 struct WriterOptions {
   std::string server;  // HOST:PORT; empty: $TENSORKEEP_SERVER or the default
+  ClientSecurity security;  // TLS and token; empty fields from the environment
   std::string trial;
   std::string worker = "worker_0";
   uint32_t num_workers = 1;

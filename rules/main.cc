@@ -51,7 +51,8 @@ std::string Usage() {
       "                       (default: the rule's name; must be unique per trial)\n"
       "  --keep-going         go on after an issue until the trial ends\n"
       "  --log-level LEVEL    trace, debug, info (default), warn, error, off\n"
-      "  --help               this text\n"
+      "  --help               this text\n",
+      tensorkeep::ClientSecurityUsage(),
       "\n"
       "Exit status: 0 when the rule found an issue or the trial ended without one,\n"
       "1 on failure (reported as Error), 2 on a usage error.\n"
@@ -107,7 +108,8 @@ int main(int argc, char** argv) {
       options.keep_going = true;
     } else if (flag == "--server" || flag == "--trial" || flag == "--rule" || flag == "--param" ||
                flag == "--other-trial" || flag == "--action" || flag == "--from-step" ||
-               flag == "--name" || flag == "--log-level") {
+               flag == "--name" || flag == "--log-level" || flag == "--tls-ca" ||
+               flag == "--tls-cert" || flag == "--tls-key" || flag == "--token") {
       if (!take()) return UsageError(flag + " needs a value");
       if (flag == "--server") {
         options.server = value;
@@ -132,6 +134,14 @@ int main(int argc, char** argv) {
         }
       } else if (flag == "--name") {
         options.config_name = value;
+      } else if (flag == "--tls-ca") {
+        options.security.tls_ca = value;
+      } else if (flag == "--tls-cert") {
+        options.security.tls_cert = value;
+      } else if (flag == "--tls-key") {
+        options.security.tls_key = value;
+      } else if (flag == "--token") {
+        options.security.token = value;
       } else {
         log_level = value;
       }

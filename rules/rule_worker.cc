@@ -31,6 +31,8 @@ class StatusReporter {
         interval_(interval) {}
 
   void set_action(std::string action) { action_ = std::move(action); }
+  // The outcome of the last report.
+  const absl::Status& last_status() const { return last_status_; }
 
   // Sends `state` now. Returns whether it was stored.
   bool Report(v1::RuleStatus::State state, int64_t step = -1, const std::string& message = "") {
@@ -44,6 +46,7 @@ class StatusReporter {
     status.set_last_evaluated_step(last_evaluated_);
     last_sent_ = absl::Now();
     absl::Status s = trial_.ReportRuleStatus(status);
+    last_status_ = s;
     pending_ = !s.ok() && GetReason(s) == Reason::kTrialNotFound;
     stored_ = s.ok() ? std::make_optional(std::make_pair(state, last_evaluated_)) : std::nullopt;
     if (!s.ok() && !pending_) {
@@ -106,6 +109,7 @@ class StatusReporter {
   int64_t last_evaluated_ = -1;
   absl::Time last_sent_ = absl::InfinitePast();
   bool pending_ = false;
+  absl::Status last_status_;
   std::optional<RuleIssue> issue_;
   // The state and last evaluated step of the last report stored.
   std::optional<std::pair<v1::RuleStatus::State, int64_t>> stored_;
@@ -114,7 +118,7 @@ class StatusReporter {
 }  // namespace
 
 void ReportWorkerError(const RuleWorkerOptions& options, const std::string& message) {
-  auto connection = Connection::Open(ResolveServer(options.server));
+  auto connection = Connection::Open(ResolveServer(options.server), options.security);
   if (!connection.ok()) return;
   client::Trial trial(*connection, options.trial);
   StatusReporter reporter(trial, ConfigName(options), options.action, options.progress_interval);
@@ -128,7 +132,7 @@ absl::StatusOr<v1::RuleStatus::State> RunRuleWorker(const RuleWorkerOptions& opt
         absl::StrCat("unknown action '", options.action, "': use \"stop\" or none"));
   }
   TK_ASSIGN_OR_RETURN(std::shared_ptr<Connection> connection,
-                      Connection::Open(ResolveServer(options.server)));
+                      Connection::Open(ResolveServer(options.server), options.security));
   client::Trial trial(connection, options.trial);
   StatusReporter reporter(trial, name, options.action, options.progress_interval);
   auto fail = [&](const absl::Status& status) {
@@ -145,7 +149,14 @@ absl::StatusOr<v1::RuleStatus::State> RunRuleWorker(const RuleWorkerOptions& opt
 
   spdlog::info("rule {} ({}) on trial '{}' at {}: starting at step {}", name, options.rule,
                options.trial, connection->address(), options.from_step);
-  reporter.Report(v1::RuleStatus::IN_PROGRESS);
+  if (!reporter.Report(v1::RuleStatus::IN_PROGRESS) &&
+      (reporter.last_status().code() == absl::StatusCode::kPermissionDenied ||
+       reporter.last_status().code() == absl::StatusCode::kUnauthenticated ||
+       reporter.last_status().code() == absl::StatusCode::kFailedPrecondition)) {
+    // A worker that may not report its findings, or that disagrees with the
+    // collector about TLS, would run for nothing.
+    return fail(reporter.last_status());
+  }
 
   InvokeOptions invoke;
   invoke.start_step = options.from_step;

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/credentials.h"
 #include "proto/tensorkeep.pb.h"
 
 namespace tensorkeep {
@@ -33,6 +34,8 @@ namespace rules {
 struct RuleWorkerOptions {
   // Collector address (HOST:PORT); empty: $TENSORKEEP_SERVER or the default.
   std::string server;
+  // TLS and token; empty fields from the environment (client/credentials.h).
+  ClientSecurity security;
   std::string trial;
   // A built-in rule's name (rules/registry.h).
   std::string rule;

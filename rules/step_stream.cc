@@ -121,7 +121,7 @@ void StepStream::ReadLoop() {
         return;
       }
     }
-    absl::Status s = FromGrpc(status, &context, connection_->address());
+    absl::Status s = FromGrpc(status, &context, *connection_);
     Reason reason = GetReason(s);
     if (status.ok()) {
       spdlog::debug("WatchSteps on trial '{}' ended early; resuming at step {}", trial_, next);

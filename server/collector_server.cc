@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "grpc/grpc.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "proto/limits.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -15,6 +18,12 @@ namespace tensorkeep {
 absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
     const ServerOptions& options) {
   std::unique_ptr<CollectorServer> s(new CollectorServer());
+  // Flags first: a misconfigured collector must not touch the data.
+  if (!options.security.auth_tokens.empty()) {
+    TK_ASSIGN_OR_RETURN(s->access_, AccessControl::Load(options.security.auth_tokens));
+  }
+  TK_ASSIGN_OR_RETURN(auto credentials,
+                      MakeServerCredentials(options.security, options.listen, s->access_.get()));
   TK_ASSIGN_OR_RETURN(s->store_, LevelDbTensorStore::Open(options.store));
   auto collector = Collector::Create(options.collector, s->store_.get());
   if (!collector.ok()) {
@@ -23,15 +32,22 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
         absl::StrCat("data directory ", options.store.path, ": ", collector.status().message()));
   }
   s->collector_ = std::move(*collector);
-  s->service_ = std::make_unique<TensorKeepService>(s->collector_.get());
+  s->service_ = std::make_unique<TensorKeepService>(s->collector_.get(), s->access_.get());
 
   const size_t colon = options.listen.rfind(':');
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("--listen '", options.listen, "' is not HOST:PORT"));
   }
+  // Standard tools (grpcurl, grpc_health_probe, Kubernetes' gRPC probes)
+  // find the health service and, through reflection, the API.
+  static std::once_flag plugins;
+  std::call_once(plugins, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   // gRPC binds with SO_REUSEPORT by default: a second collector on the same
   // port (with another data directory) would then start and take a random
@@ -65,7 +81,15 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
         absl::StrCat("cannot listen on ", options.listen, " (address in use or not available?)"));
   }
   s->address_ = absl::StrCat(options.listen.substr(0, colon), ":", s->port_);
+  s->server_->GetHealthCheckService()->SetServingStatus(true);
   return s;
+}
+
+absl::Status CollectorServer::ReloadTokens() {
+  if (access_ == nullptr) {
+    return absl::FailedPreconditionError("no --auth-tokens file to reload");
+  }
+  return access_->Reload();
 }
 
 CollectorServer::~CollectorServer() { Shutdown(); }
@@ -81,6 +105,7 @@ void CollectorServer::Shutdown(double grace_seconds) {
     // collector and resend the rest), wait for that (bounded), then stop gRPC
     // with a short deadline, cancelling read-only calls (waits and watches
     // are resumable).
+    server_->GetHealthCheckService()->SetServingStatus(false);
     service_->StartDraining();
     const auto give_up = std::chrono::steady_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));

@@ -1,5 +1,7 @@
 // CollectorServer: a running tensorkeep collector — store, Collector, gRPC
-// service and server — as tensorkeep-server and the tests start it.
+// service and server — as tensorkeep-server and the tests start it. Beside
+// the TensorKeep service it serves grpc.health.v1.Health (SERVING once
+// started, NOT_SERVING from the start of Shutdown) and server reflection.
 //
 // Thread safety: Shutdown() may be called from any thread, once.
 #ifndef TENSORKEEP_SERVER_COLLECTOR_SERVER_H_
@@ -10,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
+#include "server/access/server_security.h"
 #include "server/collector.h"
 #include "server/tensorkeep_service.h"
 #include "storage/leveldb_tensor_store.h"
@@ -25,6 +28,8 @@ struct ServerOptions {
   int max_message_bytes = 512 << 20;
   // Memory the gRPC transport may use for buffers (0: gRPC's default).
   size_t grpc_memory_bytes = 256u << 20;
+  // TLS, tokens, and whether a non-loopback address may go without them.
+  ServerSecurity security;
 };
 
 class CollectorServer {
@@ -40,6 +45,10 @@ class CollectorServer {
   int port() const { return port_; }
   Collector* collector() const { return collector_.get(); }
 
+  // Reads the --auth-tokens file again (SIGHUP); on an error the tokens in
+  // force stay. FailedPrecondition without --auth-tokens.
+  absl::Status ReloadTokens();
+
   // Stops accepting calls, lets running ones finish for up to `grace_seconds`
   // (then cancels them), and waits for queued writes to be durable.
   void Shutdown(double grace_seconds = 5.0);
@@ -47,6 +56,7 @@ class CollectorServer {
  private:
   CollectorServer() = default;
 
+  std::unique_ptr<AccessControl> access_;  // null without --auth-tokens
   std::unique_ptr<LevelDbTensorStore> store_;
   std::unique_ptr<Collector> collector_;
   std::unique_ptr<TensorKeepService> service_;

@@ -1,11 +1,14 @@
 // tensorkeep-server: the collector.
 //
 //   tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]
+//                     [--tls-cert F --tls-key F [--tls-client-ca F]]
+//                     [--auth-tokens F] [--insecure]
 //                     [--log-level trace|debug|info|warn|error]
 //
 // Prints exactly "listening on HOST:PORT" (the real port) as its first line on
-// standard output, logs to standard error, and shuts down cleanly on SIGTERM
-// or SIGINT (streams drained, database closed).
+// standard output, logs to standard error, reloads --auth-tokens on SIGHUP,
+// and shuts down cleanly on SIGTERM or SIGINT (streams drained, database
+// closed).
 #include <signal.h>
 
 #include <cstdio>
@@ -29,6 +32,8 @@ constexpr char kUsage[] =
     "                         [--max-push-streams N] [--max-watchers N] [--max-trial-watchers N]\n"
     "                         [--min-free-disk-mb N] [--worker-timeout S]\n"
     "                         [--log-level trace|debug|info|warn|error]\n"
+    "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
+    "                         [--auth-tokens FILE] [--insecure]\n"
     "\n"
     "  --listen HOST:PORT  address to serve on (default 127.0.0.1:7077; port 0 picks a\n"
     "                      free port). The first line on stdout is `listening on HOST:PORT`.\n"
@@ -55,7 +60,18 @@ constexpr char kUsage[] =
     "                      end-of-training is LOST when it has not reconnected within S\n"
     "                      seconds: later steps complete without it (default 60; 0: only\n"
     "                      `tensorkeep worker-lost` declares workers lost)\n"
-    "  --log-level L       log verbosity on stderr (default info)\n";
+    "  --log-level L       log verbosity on stderr (default info)\n"
+    "\n"
+    "security (docs/shared-collector.md):\n"
+    "  --tls-cert FILE     serve TLS with this PEM certificate (chain)\n"
+    "  --tls-key FILE      and its PEM private key\n"
+    "  --tls-client-ca FILE  mutual TLS: refuse clients without a certificate signed by\n"
+    "                      this CA, at the handshake\n"
+    "  --auth-tokens FILE  require bearer tokens: lines `sha256:<hex> ROLE NAME [PREFIX...]`\n"
+    "                      from `tensorkeep token-new`; roles read < write < admin;\n"
+    "                      reloaded on SIGHUP\n"
+    "  --insecure          allow an address beyond loopback without TLS and tokens\n"
+    "                      (refused otherwise)\n";
 
 std::string DefaultDataDir() {
   const char* home = std::getenv("HOME");
@@ -136,6 +152,21 @@ int main(int argc, char** argv) {
         return Usage("--worker-timeout needs a number of seconds (0 to disable)");
       }
       options.collector.worker_timeout_seconds = seconds;
+    } else if (arg == "--tls-cert" || arg == "--tls-key" || arg == "--tls-client-ca" ||
+               arg == "--auth-tokens") {
+      const char* v = value(arg.c_str());
+      if (v == nullptr || *v == '\0') return Usage(arg + " needs a file");
+      if (arg == "--tls-cert") {
+        options.security.tls_cert = v;
+      } else if (arg == "--tls-key") {
+        options.security.tls_key = v;
+      } else if (arg == "--tls-client-ca") {
+        options.security.tls_client_ca = v;
+      } else {
+        options.security.auth_tokens = v;
+      }
+    } else if (arg == "--insecure") {
+      options.security.insecure = true;
     } else if (arg == "--log-level") {
       const char* v = value("--log-level");
       if (v == nullptr) return Usage("--log-level needs a level");
@@ -160,6 +191,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto server = tensorkeep::CollectorServer::Start(options);
@@ -169,11 +201,25 @@ int main(int argc, char** argv) {
   }
   std::printf("listening on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
-  spdlog::info("tensorkeep-server serving on {} with data in {}{}", (*server)->address(),
-               options.store.path, options.collector.sync ? " (sync)" : "");
+  spdlog::info("tensorkeep-server serving on {} with data in {}{}{}{}", (*server)->address(),
+               options.store.path, options.collector.sync ? " (sync)" : "",
+               options.security.tls()
+                   ? (options.security.tls_client_ca.empty() ? ", TLS" : ", mutual TLS")
+                   : ", plaintext",
+               options.security.auth_tokens.empty() ? "" : ", tokens required");
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    const absl::Status reloaded = (*server)->ReloadTokens();
+    if (reloaded.ok()) {
+      spdlog::info("SIGHUP: reloaded {}", options.security.auth_tokens);
+    } else {
+      spdlog::error("SIGHUP: tokens not reloaded, the previous ones stay: {}",
+                    std::string(reloaded.message()));
+    }
+  }
   spdlog::info("received {}, draining streams and closing the database",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown(5.0);

@@ -51,8 +51,9 @@ void PushStreams::DrainAll() {
 }
 
 PushReactor::PushReactor(grpc::CallbackServerContext* context, Collector* collector,
-                         PushStreams* streams)
+                         PushStreams* streams, CallAccess access)
     : context_(context),
+      access_(std::move(access)),
       collector_(collector),
       streams_(streams),
       session_(collector),
@@ -147,7 +148,10 @@ void PushReactor::OnReadDone(bool ok) {
       return;
     }
     const uint64_t seq = request_->seq();
-    auto outcome = session_.Handle(*request_);
+    const absl::Status allowed =
+        request_->has_open() ? access_.CheckTrial(request_->open().trial()) : absl::OkStatus();
+    auto outcome =
+        allowed.ok() ? session_.Handle(*request_) : absl::StatusOr<WriteSession::Outcome>(allowed);
     arena_.Reset();
     request_ = google::protobuf::Arena::CreateMessage<v1::PushRequest>(&arena_);
     if (subscription_ == nullptr && session_.trial() != nullptr) {

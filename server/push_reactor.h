@@ -31,6 +31,7 @@
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tensorkeep.pb.h"
+#include "server/access/access_control.h"
 #include "server/collector.h"
 #include "server/write_session.h"
 
@@ -77,8 +78,10 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   static constexpr size_t kStreamWindowBytes = 8u << 20;
   static constexpr size_t kMaxInflightMessages = 256;
 
-  // `streams` (not owned) registers the reactor until OnDone.
-  PushReactor(grpc::CallbackServerContext* context, Collector* collector, PushStreams* streams);
+  // `streams` (not owned) registers the reactor until OnDone; `access` says
+  // which trials the stream may Open.
+  PushReactor(grpc::CallbackServerContext* context, Collector* collector, PushStreams* streams,
+              CallAccess access);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -112,6 +115,7 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   uint64_t AckableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   grpc::CallbackServerContext* const context_;
+  const CallAccess access_;
   Collector* const collector_;
   PushStreams* const streams_;
   WriteSession session_;  // used by OnReadDone only (one read at a time)

@@ -7,6 +7,7 @@
 #include "server/push_reactor.h"
 #include "server/stream_reactors.h"
 #include "server/validation.h"
+#include "spdlog/spdlog.h"
 
 namespace tensorkeep {
 namespace {
@@ -76,17 +77,34 @@ class RefusedPushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::P
 
 }  // namespace
 
+CallAccess TensorKeepService::Access(grpc::CallbackServerContext* context) const {
+  return access_ == nullptr ? CallAccess::Everything("anonymous") : access_->ForCall(*context);
+}
+
+absl::Status TensorKeepService::CheckTrial(grpc::CallbackServerContext* context,
+                                           const std::string& trial) const {
+  return access_ == nullptr ? absl::OkStatus() : access_->ForCall(*context).CheckTrial(trial);
+}
+
+absl::StatusOr<std::shared_ptr<Trial>> TensorKeepService::TrialFor(
+    grpc::CallbackServerContext* context, const std::string& trial) const {
+  TK_RETURN_IF_ERROR(CheckTrial(context, trial));
+  return collector_->GetTrial(trial);
+}
+
 grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse>* TensorKeepService::Push(
     grpc::CallbackServerContext* context) {
   if (draining_.load()) return new RefusedPushReactor();
-  return new PushReactor(context, collector_, &pushes_);
+  return new PushReactor(context, collector_, &pushes_, Access(context));
 }
 
 grpc::ServerUnaryReactor* TensorKeepService::ListTrials(grpc::CallbackServerContext* context,
                                                         const v1::ListTrialsRequest*,
                                                         v1::ListTrialsResponse* response) {
   return Unary(context, [&]() -> absl::Status {
+    const CallAccess access = Access(context);
     for (const auto& t : collector_->Trials()) {
+      if (!access.Sees(t->name())) continue;
       v1::TrialSummary* summary = response->add_trials();
       *summary = t->Summary();
       collector_->MarkConnected(t->name(), summary->mutable_worker_statuses());
@@ -99,7 +117,7 @@ grpc::ServerUnaryReactor* TensorKeepService::GetTrial(grpc::CallbackServerContex
                                                       const v1::TrialRef* request,
                                                       v1::TrialSummary* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     *response = trial->Summary();
     collector_->MarkConnected(trial->name(), response->mutable_worker_statuses());
     return absl::OkStatus();
@@ -111,6 +129,12 @@ grpc::ServerUnaryReactor* TensorKeepService::EndTrial(grpc::CallbackServerContex
                                                       v1::EndTrialResponse* response) {
   // Finished from the committer's completion: no thread waits for the disk.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const CallAccess access = Access(context);
+  if (absl::Status allowed = access.CheckTrial(request->trial()); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed, context));
+    return reactor;
+  }
+  spdlog::info("{} ({}) ends trial '{}'", access.who(), context->peer(), request->trial());
   collector_->EndTrial(request->trial(),
                        [context, reactor, response](absl::StatusOr<bool> was_running) {
                          if (was_running.ok()) response->set_was_running(*was_running);
@@ -124,6 +148,13 @@ grpc::ServerUnaryReactor* TensorKeepService::DeclareWorkerLost(
     v1::WorkerStatus* response) {
   // Finished from the committer's completion, as EndTrial.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const CallAccess access = Access(context);
+  if (absl::Status allowed = access.CheckTrial(request->trial()); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed, context));
+    return reactor;
+  }
+  spdlog::info("{} ({}) declares worker '{}' of trial '{}' lost", access.who(), context->peer(),
+               request->worker(), request->trial());
   collector_->DeclareWorkerLost(
       request->trial(), request->worker(),
       [context, reactor, response](absl::StatusOr<v1::WorkerStatus> status) {
@@ -137,7 +168,7 @@ grpc::ServerUnaryReactor* TensorKeepService::ListSteps(grpc::CallbackServerConte
                                                        const v1::ListStepsRequest* request,
                                                        v1::StepList* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
     TK_ASSIGN_OR_RETURN(
         auto steps, trial->Steps(request->mode(), request->show_incomplete_steps(),
@@ -151,7 +182,7 @@ grpc::ServerUnaryReactor* TensorKeepService::ListTensorNames(
     grpc::CallbackServerContext* context, const v1::ListTensorNamesRequest* request,
     v1::NameList* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
     std::optional<uint64_t> step;
     if (request->has_step()) step = request->step();
@@ -167,7 +198,7 @@ grpc::ServerUnaryReactor* TensorKeepService::MapStep(grpc::CallbackServerContext
                                                      const v1::StepMappingRequest* request,
                                                      v1::StepMapping* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
     uint64_t global = request->step();
     if (!IsGlobalMode(request->mode())) {
@@ -185,7 +216,7 @@ grpc::ServerUnaryReactor* TensorKeepService::ListWorkers(grpc::CallbackServerCon
                                                          const v1::TrialRef* request,
                                                          v1::WorkerList* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     for (v1::WorkerStatus& s : collector_->WorkerStatuses(*trial)) {
       response->add_workers(s.worker());
       *response->add_statuses() = std::move(s);
@@ -198,7 +229,7 @@ grpc::ServerUnaryReactor* TensorKeepService::ListCollections(grpc::CallbackServe
                                                              const v1::TrialRef* request,
                                                              v1::CollectionsResponse* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     for (const auto& [name, tensors] : trial->Collections()) {
       v1::CollectionInfo* c = response->add_collections();
       c->set_name(name);
@@ -212,7 +243,7 @@ grpc::ServerUnaryReactor* TensorKeepService::GetCollection(grpc::CallbackServerC
                                                            const v1::CollectionRequest* request,
                                                            v1::CollectionInfo* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     auto all = trial->Collections();
     auto it = all.find(request->name());
     if (it == all.end()) {
@@ -228,7 +259,7 @@ grpc::ServerUnaryReactor* TensorKeepService::GetCollection(grpc::CallbackServerC
 grpc::ServerWriteReactor<v1::TensorValue>* TensorKeepService::GetValue(
     grpc::CallbackServerContext* context, const v1::TensorRequest* request) {
   auto located = [&]() -> absl::StatusOr<std::pair<std::shared_ptr<Trial>, Trial::Located>> {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
     TK_ASSIGN_OR_RETURN(auto where, trial->Locate(request->tensor(), request->step(),
                                                   request->mode(), request->worker()));
@@ -243,7 +274,7 @@ grpc::ServerWriteReactor<v1::TensorValue>* TensorKeepService::GetValues(
     grpc::CallbackServerContext* context, const v1::TensorValuesRequest* request) {
   auto located =
       [&]() -> absl::StatusOr<std::pair<std::shared_ptr<Trial>, std::vector<Trial::Located>>> {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
     TK_ASSIGN_OR_RETURN(auto where,
                         trial->LocateAll(request->tensor(), request->mode(), request->worker(),
@@ -259,7 +290,7 @@ grpc::ServerUnaryReactor* TensorKeepService::TensorWorkers(grpc::CallbackServerC
                                                            const v1::TensorWorkersRequest* request,
                                                            v1::WorkerList* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
     TK_ASSIGN_OR_RETURN(auto workers,
                         trial->TensorWorkers(request->tensor(), request->step(), request->mode()));
@@ -272,7 +303,7 @@ grpc::ServerUnaryReactor* TensorKeepService::PrevSteps(grpc::CallbackServerConte
                                                        const v1::PrevStepsRequest* request,
                                                        v1::StepList* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
     TK_ASSIGN_OR_RETURN(auto steps, trial->PrevSteps(request->tensor(), request->step(),
                                                      request->n(), request->mode()));
@@ -284,7 +315,9 @@ grpc::ServerUnaryReactor* TensorKeepService::PrevSteps(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* TensorKeepService::GetReductions(grpc::CallbackServerContext* context,
                                                            const v1::ReductionsRequest* request,
                                                            v1::ReductionsResponse* response) {
-  return Offload(context, collector_->executor(), [this, request, response]() -> absl::Status {
+  return Offload(context, collector_->executor(),
+                 [this, context, request, response]() -> absl::Status {
+    TK_RETURN_IF_ERROR(CheckTrial(context, request->tensor().trial()));
     for (const auto& spec : request->reductions()) {
       TK_RETURN_IF_ERROR(ValidateReductionName(spec.name()));
     }
@@ -305,7 +338,9 @@ grpc::ServerUnaryReactor* TensorKeepService::GetReductions(grpc::CallbackServerC
 grpc::ServerUnaryReactor* TensorKeepService::GetHistogram(grpc::CallbackServerContext* context,
                                                           const v1::HistogramRequest* request,
                                                           v1::HistogramResponse* response) {
-  return Offload(context, collector_->executor(), [this, request, response]() -> absl::Status {
+  return Offload(context, collector_->executor(),
+                 [this, context, request, response]() -> absl::Status {
+    TK_RETURN_IF_ERROR(CheckTrial(context, request->tensor().trial()));
     TK_ASSIGN_OR_RETURN(*response, collector_->Histogram(*request));
     return absl::OkStatus();
   });
@@ -315,7 +350,7 @@ grpc::ServerUnaryReactor* TensorKeepService::HasPassedStep(grpc::CallbackServerC
                                                            const v1::HasPassedStepRequest* request,
                                                            v1::HasPassedStepResponse* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     TK_RETURN_IF_ERROR(ValidateMode(request->mode(), true));
     response->set_state(
         static_cast<v1::StepState>(trial->HasPassedStep(request->step(), request->mode())));
@@ -326,7 +361,7 @@ grpc::ServerUnaryReactor* TensorKeepService::HasPassedStep(grpc::CallbackServerC
 grpc::ServerUnaryReactor* TensorKeepService::WaitForSteps(grpc::CallbackServerContext* context,
                                                           const v1::WaitForStepsRequest* request,
                                                           v1::WaitForStepsResponse*) {
-  auto trial = collector_->GetTrial(request->trial());
+  auto trial = TrialFor(context, request->trial());
   absl::Status bad = trial.status();
   if (bad.ok()) bad = ValidateMode(request->mode(), true);
   if (bad.ok() && request->steps_size() > kMaxWaitSteps) {
@@ -367,7 +402,7 @@ grpc::ServerUnaryReactor* TensorKeepService::WaitForSteps(grpc::CallbackServerCo
 
 grpc::ServerWriteReactor<v1::StepEvent>* TensorKeepService::WatchSteps(
     grpc::CallbackServerContext* context, const v1::WatchStepsRequest* request) {
-  auto trial = collector_->GetTrial(request->trial());
+  auto trial = TrialFor(context, request->trial());
   if (!trial.ok()) return new FailedWriteReactor<v1::StepEvent>(context, trial.status());
   return new WatchStepsReactor(*trial, request->from_step());
 }
@@ -376,11 +411,20 @@ grpc::ServerUnaryReactor* TensorKeepService::ReportRuleStatus(grpc::CallbackServ
                                                               const v1::RuleStatus* request,
                                                               v1::RuleStatus* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  collector_->ReportRuleStatus(*request,
-                               [context, reactor, response](absl::StatusOr<v1::RuleStatus> stored) {
-                                 if (stored.ok()) *response = std::move(*stored);
-                                 reactor->Finish(ToGrpcStatus(stored.status(), context));
-                               });
+  const CallAccess access = Access(context);
+  if (absl::Status allowed = access.CheckTrial(request->trial()); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed, context));
+    return reactor;
+  }
+  if (request->state() == v1::RuleStatus::ISSUES_FOUND && request->action() == "stop") {
+    spdlog::info("{} ({}) reports rule '{}' found issues on trial '{}' with action stop",
+                 access.who(), context->peer(), request->rule(), request->trial());
+  }
+  collector_->ReportRuleStatus(
+      *request, [context, reactor, response](absl::StatusOr<v1::RuleStatus> stored) {
+        if (stored.ok()) *response = std::move(*stored);
+        reactor->Finish(ToGrpcStatus(stored.status(), context));
+      });
   return reactor;
 }
 
@@ -388,7 +432,7 @@ grpc::ServerUnaryReactor* TensorKeepService::ListRuleStatuses(grpc::CallbackServ
                                                               const v1::TrialRef* request,
                                                               v1::RuleStatusList* response) {
   return Unary(context, [&]() -> absl::Status {
-    TK_ASSIGN_OR_RETURN(auto trial, collector_->GetTrial(request->trial()));
+    TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
     for (auto& rs : trial->RuleStatuses()) *response->add_statuses() = std::move(rs);
     return absl::OkStatus();
   });
@@ -396,7 +440,7 @@ grpc::ServerUnaryReactor* TensorKeepService::ListRuleStatuses(grpc::CallbackServ
 
 grpc::ServerWriteReactor<v1::RuleStatus>* TensorKeepService::WatchRuleStatuses(
     grpc::CallbackServerContext* context, const v1::WatchRuleStatusesRequest* request) {
-  auto trial = collector_->GetTrial(request->trial());
+  auto trial = TrialFor(context, request->trial());
   if (!trial.ok()) return new FailedWriteReactor<v1::RuleStatus>(context, trial.status());
   return new WatchRulesReactor(*trial);
 }

@@ -12,6 +12,11 @@
 // finish from the committer's completion, GetReductions and GetHistogram on
 // the executor.
 //
+// With --auth-tokens, the method's role was checked before the handler
+// (server/access); the handler checks the trial: every trial a request names
+// is looked up through TrialFor (or CheckTrial), which refuses trials outside
+// the token's prefixes, and ListTrials shows only those the token sees.
+//
 // Thread safety: the service is thread-safe; each reactor guards its state.
 #ifndef TENSORKEEP_SERVER_TENSORKEEP_SERVICE_H_
 #define TENSORKEEP_SERVER_TENSORKEEP_SERVICE_H_
@@ -19,6 +24,7 @@
 #include <atomic>
 
 #include "proto/tensorkeep.grpc.pb.h"
+#include "server/access/access_control.h"
 #include "server/collector.h"
 #include "server/push_reactor.h"
 
@@ -26,8 +32,10 @@ namespace tensorkeep {
 
 class TensorKeepService final : public v1::TensorKeep::CallbackService {
  public:
-  // `collector` is not owned and must outlive the service.
-  explicit TensorKeepService(Collector* collector) : collector_(collector) {}
+  // `collector` and `access` (null: no tokens, every call sees everything)
+  // are not owned and must outlive the service.
+  explicit TensorKeepService(Collector* collector, const AccessControl* access = nullptr)
+      : collector_(collector), access_(access) {}
 
   // Shutdown, first phase: new Push streams are refused (UNAVAILABLE); the
   // open ones read no more and end (UNAVAILABLE) once what they read is
@@ -106,7 +114,16 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
       grpc::CallbackServerContext* context, const v1::WatchRuleStatusesRequest* request) override;
 
  private:
+  // What the call may touch.
+  CallAccess Access(grpc::CallbackServerContext* context) const;
+  // OK if the call may act on `trial`.
+  absl::Status CheckTrial(grpc::CallbackServerContext* context, const std::string& trial) const;
+  // The trial named `trial`, if the call may act on it.
+  absl::StatusOr<std::shared_ptr<Trial>> TrialFor(grpc::CallbackServerContext* context,
+                                                  const std::string& trial) const;
+
   Collector* const collector_;
+  const AccessControl* const access_;
   std::atomic<bool> draining_{false};
   PushStreams pushes_;
 };

@@ -1,7 +1,9 @@
 #include "client/cli/commands.h"
 
 #include <cstdio>
+#include <chrono>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <map>
 #include <set>
@@ -10,12 +12,14 @@
 #include "absl/strings/str_split.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
+#include "base/tokens.h"
 #include "client/cli/args.h"
 #include "client/cli/bar_chart.h"
 #include "client/trial.h"
 #include "client/writer.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "tensor/dtype.h"
 #include "tensor/npy.h"
 
@@ -23,7 +27,7 @@ namespace tensorkeep {
 namespace cli {
 namespace {
 
-constexpr char kUsage[] = R"(usage: tensorkeep [--server HOST:PORT] COMMAND [ARGS] [--json]
+constexpr char kUsage[] = R"(usage: tensorkeep [--server HOST:PORT] [--tls-ca FILE] [--token T] COMMAND [ARGS] [--json]
 
 The server defaults to $TENSORKEEP_SERVER, else 127.0.0.1:7077. Steps are global
 steps unless --mode says otherwise (then they are steps of that mode).
@@ -50,6 +54,12 @@ commands:
                                            return when the steps are available
   watch TRIAL [--from N]                   print each newly complete step
   rules TRIAL [--watch]                    rule statuses
+  health                                   exit 0 if the collector is SERVING (grpc health)
+  token-new NAME ROLE [TRIAL_PREFIX...]    make a token (ROLE: read, write or admin) and
+                                           print it once, with its line for the
+                                           collector's --auth-tokens file
+
+connection options (before or after the command):
 )";
 
 int Fail(const absl::Status& status) {
@@ -76,6 +86,7 @@ std::string ToJson(const google::protobuf::Message& m) {
 
 struct Context {
   std::shared_ptr<Connection> connection;
+  ClientSecurity security;
   bool json = false;
 };
 
@@ -116,8 +127,8 @@ void PrintList(const std::vector<T>& items, bool json) {
 int Trials(const Args&, Context& ctx) {
   grpc::ClientContext cc;
   v1::ListTrialsResponse resp;
-  absl::Status s = FromGrpc(ctx.connection->stub()->ListTrials(&cc, {}, &resp), &cc,
-                            ctx.connection->address());
+  absl::Status s =
+      FromGrpc(ctx.connection->stub()->ListTrials(&cc, {}, &resp), &cc, *ctx.connection);
   if (!s.ok()) return Fail(s);
   if (ctx.json) {
     std::cout << ToJson(resp) << "\n";
@@ -282,6 +293,7 @@ int Put(const Args& args, Context& ctx) {
 
   client::WriterOptions opts;
   opts.server = ctx.connection->address();
+  opts.security = ctx.security;
   opts.trial = args.positional()[0];
   opts.worker = args.Get("worker").value_or("worker_0");
   opts.num_workers = static_cast<uint32_t>(num_workers->value_or(1));
@@ -504,7 +516,7 @@ int Watch(const Args& args, Context& ctx) {
                 << " step " << ev.mode_step() << ")" << std::endl;
     }
   }
-  absl::Status s = FromGrpc(reader->Finish(), &cc, ctx.connection->address());
+  absl::Status s = FromGrpc(reader->Finish(), &cc, *ctx.connection);
   return s.ok() ? 0 : Fail(s);
 }
 
@@ -536,7 +548,7 @@ int Rules(const Args& args, Context& ctx) {
   auto reader = ctx.connection->stub()->WatchRuleStatuses(&cc, req);
   v1::RuleStatus r;
   while (reader->Read(&r)) PrintRule(r, ctx.json);
-  absl::Status s = FromGrpc(reader->Finish(), &cc, ctx.connection->address());
+  absl::Status s = FromGrpc(reader->Finish(), &cc, *ctx.connection);
   return s.ok() ? 0 : Fail(s);
 }
 
@@ -547,6 +559,66 @@ struct Command {
 };
 
 }  // namespace
+
+// health: asks the standard grpc.health.v1.Health service (no token needed)
+// and exits 0 when the collector is SERVING: a probe for systemd or
+// Kubernetes that works with TLS (kubelet's own gRPC probe speaks plaintext).
+int Health(const Args&, Context& ctx) {
+  grpc::GenericStub stub(ctx.connection->channel());
+  grpc::ClientContext cc;
+  cc.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Slice empty("");  // HealthCheckRequest{service: ""} serializes to nothing
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&cc, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  absl::Status s = FromGrpc(done.get_future().get(), &cc, *ctx.connection);
+  if (!s.ok()) return Fail(s);
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const auto& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  // HealthCheckResponse: field 1 (varint) is the status, 1 = SERVING.
+  const bool serving = bytes == std::string("\x08\x01", 2);
+  std::cout << (serving ? "SERVING" : "NOT_SERVING") << "\n";
+  return serving ? 0 : 1;
+}
+
+// token-new NAME ROLE [PREFIX...]: a new token, printed once, and its line
+// for the collector's --auth-tokens file (which holds only the hash).
+int TokenNew(const std::vector<std::string>& args) {
+  if (args.size() < 2) return UsageError("token-new needs NAME ROLE [TRIAL_PREFIX...]");
+  auto plain = [](const std::string& s) {
+    if (s.empty() || s[0] == '#') return false;
+    for (char c : s) {
+      if (c <= ' ' || c == 0x7f) return false;
+    }
+    return true;
+  };
+  for (const auto& a : args) {
+    if (!plain(a)) {
+      return UsageError("token-new: '" + a +
+                        "' must be non-empty, without spaces or control characters, and not "
+                        "start with #");
+    }
+  }
+  if (!ParseRole(args[1]).has_value()) {
+    return UsageError("token-new: unknown role '" + args[1] + "' (read, write or admin)");
+  }
+  const std::string token = NewToken();
+  if (token.empty()) return Fail(absl::InternalError("OpenSSL's random generator failed"));
+  // The file's order: hash ROLE NAME [PREFIX...].
+  std::string line = TokenHashText(Sha256(token)) + " " + args[1] + " " + args[0];
+  for (size_t i = 2; i < args.size(); ++i) line += " " + args[i];
+  std::cout << "token (shown once; give it to " << args[0] << " as --token or TENSORKEEP_TOKEN):\n"
+            << "  " << token << "\n"
+            << "line for the collector's --auth-tokens file (then send it SIGHUP):\n"
+            << line << "\n";
+  return 0;
+}
 
 int RunCli(const std::vector<std::string>& argv) {
   const std::map<std::string, Command> commands = {
@@ -566,43 +638,57 @@ int RunCli(const std::vector<std::string>& argv) {
       {"wait", {Wait, {"mode", "timeout"}, {}}},
       {"watch", {Watch, {"from"}, {}}},
       {"rules", {Rules, {}, {"watch"}}},
+      {"health", {Health, {}, {}}},
   };
+  // Connection flags, before or after the command.
   std::string server;
+  ClientSecurity security;
+  const std::map<std::string, std::string*> global = {{"server", &server},
+                                                      {"tls-ca", &security.tls_ca},
+                                                      {"tls-cert", &security.tls_cert},
+                                                      {"tls-key", &security.tls_key},
+                                                      {"token", &security.token}};
+  auto take_global = [&](size_t& j) -> bool {
+    const std::string& a = argv[j];
+    if (a.rfind("--", 0) != 0) return false;
+    const size_t eq = a.find('=');
+    auto g = global.find(a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
+    if (g == global.end()) return false;
+    if (eq != std::string::npos) {
+      *g->second = a.substr(eq + 1);
+    } else if (j + 1 < argv.size()) {
+      *g->second = argv[++j];
+    } else {
+      return false;
+    }
+    return true;
+  };
   size_t i = 0;
   for (; i < argv.size(); ++i) {
     if (argv[i] == "--help" || argv[i] == "-h" || argv[i] == "help") {
-      std::cout << kUsage;
+      std::cout << kUsage << ClientSecurityUsage();
       return 0;
     }
-    if (argv[i] == "--server" && i + 1 < argv.size()) {
-      server = argv[++i];
-    } else if (argv[i].rfind("--server=", 0) == 0) {
-      server = argv[i].substr(9);
-    } else {
-      break;
-    }
+    if (!take_global(i)) break;
   }
   if (i >= argv.size()) {
-    std::cerr << kUsage;
+    std::cerr << kUsage << ClientSecurityUsage();
     return 2;
   }
-  auto it = commands.find(argv[i]);
-  if (it == commands.end()) return UsageError("unknown command '" + argv[i] + "'");
   std::vector<std::string> rest;
   for (size_t j = i + 1; j < argv.size(); ++j) {
-    if (argv[j] == "--server" && j + 1 < argv.size()) {
-      server = argv[++j];
-    } else {
-      rest.push_back(argv[j]);
-    }
+    if (!take_global(j)) rest.push_back(argv[j]);
   }
+  if (argv[i] == "token-new") return TokenNew(rest);
+  auto it = commands.find(argv[i]);
+  if (it == commands.end()) return UsageError("unknown command '" + argv[i] + "'");
   std::set<std::string> bool_flags = it->second.bool_flags;
   bool_flags.insert("json");
   auto args = Args::Parse(rest, it->second.value_flags, bool_flags);
   if (!args.ok()) return UsageError(std::string(args.status().message()));
-  auto connection = Connection::Open(ResolveServer(server));
+  auto connection = Connection::Open(ResolveServer(server), security);
   if (!connection.ok()) return Fail(connection.status());
-  Context ctx{*connection, args->Has("json")};
+  Context ctx{*connection, security, args->Has("json")};
   return it->second.run(*args, ctx);
 }
 

@@ -21,7 +21,7 @@ import time
 import uuid
 import weakref
 from concurrent import futures
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import pytest
@@ -92,12 +92,12 @@ class ServerProcess:
     def url(self, trial: str) -> str:
         return f"tensorkeep://{self.address}/{trial}"
 
-    def start(self, port: int = 0) -> None:
+    def start(self, port: int = 0, extra_args: Sequence[str] = ()) -> None:
         binary = server_binary()
         assert binary, "tensorkeep-server binary not found"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [binary, "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir, *self.extra_args],
+            [binary, "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir, *self.extra_args, *extra_args],
             stdout=subprocess.PIPE,
             stderr=log,
             stdin=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ script. See docs/python.md.
 """
 
 from . import exceptions
+from ._credentials import set_credentials
 from .core.collection import CollectionKeys
 from .core.reduction_config import ReductionConfig
 from .core.save_config import SaveConfig, SaveConfigMode
@@ -39,4 +40,5 @@ __all__ = [
     "__version__",
     "exceptions",
     "modes",
+    "set_credentials",
 ]

@@ -8,7 +8,7 @@ from typing import Any, Tuple
 
 import grpc
 
-from . import _names
+from . import _credentials, _names
 
 try:
     from ._proto import tensorkeep_pb2 as pb
@@ -46,13 +46,14 @@ _SINGLE_THREADED_STREAMS = ("SingleThreadedUnaryStream", 1)
 
 
 def open_channel(target: str, bulk: bool = False) -> grpc.Channel:
-    """Returns a new insecure channel to the collector at ``target`` (``HOST:PORT``).
+    """Returns a new channel to the collector at ``target`` (``HOST:PORT``), with
+    TLS and token as _credentials says (TENSORKEEP_TLS_CA, TENSORKEEP_TOKEN, ...).
 
     ``bulk`` makes a channel tuned for server-streaming transfers of values.
     The channel connects lazily; the caller owns it and must close it.
     """
     options = CHANNEL_OPTIONS + ((_SINGLE_THREADED_STREAMS,) if bulk else ())
-    return grpc.insecure_channel(target, options=options)
+    return _credentials.open_channel(target, options)
 
 
 def method(name: str) -> str:

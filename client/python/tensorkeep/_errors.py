@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import grpc
 
+from . import _credentials
 from . import exceptions as exc
 from .modes import ModeKeys
 
@@ -78,12 +79,15 @@ def translate(
     step: Optional[int] = None,
     mode: Any = None,
     worker: Optional[str] = None,
+    target: Optional[str] = None,
 ) -> exc.TensorkeepError:
     """Returns the tensorkeep exception for a failed call.
 
     The keyword arguments describe what the call asked for; they fill the
     smdebug-style constructor arguments of the exception (for example
-    ``TensorUnavailableForStep(tname, step, mode)``).
+    ``TensorUnavailableForStep(tname, step, mode)``). ``target``, the
+    collector's address, lets an UNAVAILABLE say when client and collector
+    disagree about TLS.
     """
     reason = reason_of(err)
     code = _code(err)
@@ -111,8 +115,19 @@ def translate(
         e = exc.BadRequest(details)
     elif reason == "TIMEOUT" or (reason is None and code == grpc.StatusCode.DEADLINE_EXCEEDED):
         e = exc.WaitTimeout(details or "deadline exceeded")
-    elif reason == "STORAGE_FULL" or (reason is None and code in _TRANSIENT_CODES):
+    elif reason == "STORAGE_FULL":
         e = exc.CollectorUnavailable(f"collector unavailable: {details} ({code.name})")
+    elif reason is None and code in _TRANSIENT_CODES:
+        why = (
+            _credentials.explain_mismatch(target)
+            if target and code == grpc.StatusCode.UNAVAILABLE
+            else ""
+        )
+        prefix = f"{why} (" if why else ""
+        suffix = ")" if why else ""
+        e = exc.CollectorUnavailable(
+            f"{prefix}collector unavailable: {details} ({code.name}){suffix}"
+        )
     else:
         e = exc.TensorkeepError(
             f"{details} ({reason or (code.name if code else 'no status')})"

@@ -339,9 +339,11 @@ class PushStream:
                 if self._abandon.is_set():
                     return
                 if not _errors.is_transient(e):
-                    self._fail(_errors.translate(e, trial=self.trial, worker=self.worker))
+                    self._fail(
+                        _errors.translate(e, trial=self.trial, worker=self.worker, target=self.target)
+                    )
                     return
-                err = _errors.translate(e, trial=self.trial)
+                err = _errors.translate(e, trial=self.trial, target=self.target)
             now = time.monotonic()
             failing_since = failing_since or now
             wait = _backoff_wait(backoff)

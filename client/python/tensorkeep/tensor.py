@@ -306,7 +306,9 @@ class Tensor:
                     yield head, from_wire(head.dtype, head.shape, buf)
                     head, buf = None, None
         except grpc.RpcError as e:
-            err = _errors.translate(e, trial=self.trial.trial, tname=self.name, **ctx)
+            err = _errors.translate(
+                e, trial=self.trial.trial, tname=self.name, target=self.trial.address.target, **ctx
+            )
             if isinstance(err, TrialNotFound):
                 err = TensorUnavailable(self.name)
             raise err from None

@@ -566,7 +566,9 @@ class Trial:
             fut.cancel()
             raise
         except grpc.RpcError as e:
-            err = _errors.translate(e, trial=self.trial, step=step, mode=mode)
+            err = _errors.translate(
+                e, trial=self.trial, step=step, mode=mode, target=self.address.target
+            )
             if isinstance(err, NoMoreData) and err.last_step is None and step is not None:
                 filled = NoMoreData(step, mode, self._last_step(mode))
                 filled.reason, filled.details, filled.code = err.reason, err.details, err.code
@@ -847,7 +849,9 @@ class Trial:
                     time.sleep(delays[attempt])
                     attempt += 1
                     continue
-                raise _errors.translate(e, trial=self.trial, **context) from None
+                raise _errors.translate(
+                    e, trial=self.trial, target=self.address.target, **context
+                ) from None
 
     def _stream(self, rpc: str, req: Any, bulk: bool = False) -> Any:
         """Starts a server-streaming call; ``bulk`` for value transfers (see _channel)."""
