@@ -9,7 +9,7 @@ PACKAGES=(
   libabsl-dev libleveldb-dev libsnappy-dev libspdlog-dev zlib1g-dev libssl-dev libdeflate-dev
   libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev openssl
   python3 python3-grpcio python3-protobuf python3-numpy python3-pytest
   python3-torch python3-matplotlib
 )
