@@ -45,6 +45,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "base/process_tuning.h"
+#include "base/tokens.h"
 #include "bench/baselines.h"
 #include "bench/report.h"
 #include "bench/hostile_regex.h"
@@ -55,6 +56,7 @@
 #include "client/writer.h"
 #include "server/collector_server.h"
 #include "spdlog/spdlog.h"
+#include "tests/server/test_certs.h"
 
 #ifndef TK_BENCH_SOURCE_DIR
 #define TK_BENCH_SOURCE_DIR "bench"
@@ -74,7 +76,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kAllBenchmarks[] =
-    "ingest,small-steps,steps,names,value,values,reduce,watch,memory,hostile-regex,python,hook";
+    "ingest,small-steps,secure,steps,names,value,values,reduce,watch,memory,hostile-regex,python,hook";
 // Benchmarks that run only when asked for by name (--benchmarks=soak).
 constexpr char kOptionalBenchmarks[] = "soak";
 
@@ -82,8 +84,8 @@ constexpr char kUsage[] =
     "usage: tensorkeep-bench [--benchmarks=LIST] [--json FILE] [--server HOST:PORT] [--quick]\n"
     "                        [--python PATH] [--pythonpath DIR] [--server-binary PATH]\n"
     "\n"
-    "  --benchmarks=LIST  comma-separated, from: ingest, small-steps, steps, names, value,\n"
-    "                     values, reduce, watch, memory, hostile-regex, python, hook\n"
+    "  --benchmarks=LIST  comma-separated, from: ingest, small-steps, secure, steps, names,\n"
+    "                     value, values, reduce, watch, memory, hostile-regex, python, hook\n"
     "                     (default: all, in that order);\n"
     "                     soak (issue 11: 10 minutes; only when named)\n"
     "  --json FILE        also write every result as JSON to FILE\n"
@@ -209,6 +211,7 @@ class Bench {
   absl::Status Run(const std::string& name) {
     if (name == "ingest") return Ingest();
     if (name == "small-steps") return SmallSteps();
+    if (name == "secure") return Secure();
     if (name == "steps") return Steps();
     if (name == "names") return Names();
     if (name == "value") return Value();
@@ -283,7 +286,8 @@ class Bench {
   absl::StatusOr<Throughput> TensorkeepIngest(const std::string& address, const std::string& trial,
                                               const IngestShape& shape, const std::string& value,
                                               int* failed = nullptr,
-                                              absl::Status* first_error = nullptr) {
+                                              absl::Status* first_error = nullptr,
+                                              const ClientSecurity& security = {}) {
     std::vector<std::unique_ptr<client::Writer>> writers;
     for (int w = 0; w < shape.writers; ++w) {
       client::WriterOptions o;
@@ -291,6 +295,7 @@ class Bench {
       o.trial = trial;
       o.worker = IngestShape::WorkerName(w);
       o.num_workers = static_cast<uint32_t>(shape.writers);
+      o.security = security;
       TK_ASSIGN_OR_RETURN(auto writer, client::Writer::Open(o));
       writers.push_back(std::move(writer));
     }
@@ -475,6 +480,82 @@ class Bench {
         Add(std::move(r));
       }
     }
+    return absl::OkStatus();
+  }
+
+  // ------------------------------------------------------------ secure
+
+  // Ingest at 64 KiB x 4 writers into a collector with TLS and tokens (the
+  // role and trial checks of every stream), against the same into a
+  // plaintext collector, alternating rounds in this run; the best round of
+  // each side is kept. Certificates come from the openssl command.
+  absl::Status Secure() {
+    const std::string dir = NewDir("secure");
+    fs::create_directories(dir);
+    testing::TestCerts certs;
+    std::string why;
+    if (!testing::MakeTestCerts(dir, &certs, &why)) {
+      Progress("secure: skipped: " + why);
+      return absl::OkStatus();
+    }
+    const std::string token = "tk_bench_token_for_the_secure_ingest";
+    {
+      std::ofstream tokens(dir + "/tokens");
+      tokens << TokenHashText(Sha256(token)) << " write bench bench-\n";
+    }
+    IngestShape shape;
+    shape.value_bytes = 64u << 10;
+    shape.writers = 4;
+    shape.tensors_per_step = 16;
+    const uint64_t total = flags_.ingest_mib > 0 ? (flags_.ingest_mib << 20)
+                           : flags_.quick        ? (16ull << 20)
+                                                 : (256ull << 20);
+    shape.steps = std::max<uint64_t>(
+        1, total / shape.value_bytes / (uint64_t(shape.writers) * shape.tensors_per_step));
+    const std::string value = RandomFloatBytes(shape.value_bytes, 1234);
+    const std::string name = "secure/ingest/64KiB/w4";
+    Progress(absl::StrCat(name, ": ", shape.records(), " records, ", shape.bytes() >> 20,
+                          " MiB, plaintext and TLS + tokens alternating"));
+    Throughput best_plain, best_secure;
+    const int rounds = std::max(flags_.quick ? 1 : 3, flags_.repeat);
+    for (int round = 0; round < rounds; ++round) {
+      for (const bool secure : {false, true}) {
+        ServerOptions options;
+        options.listen = "127.0.0.1:0";
+        options.store.path = NewDir("secure-db");
+        ClientSecurity client;
+        if (secure) {
+          options.security.tls_cert = certs.server_cert;
+          options.security.tls_key = certs.server_key;
+          options.security.auth_tokens = dir + "/tokens";
+          client = {certs.ca, "", "", token};
+        }
+        TK_ASSIGN_OR_RETURN(auto server, CollectorServer::Start(options));
+        TK_ASSIGN_OR_RETURN(Throughput t,
+                            TensorkeepIngest(server->address(), TrialName("ingest"), shape, value,
+                                             nullptr, nullptr, client));
+        server.reset();
+        std::error_code ec;
+        fs::remove_all(options.store.path, ec);
+        Throughput& best = secure ? best_secure : best_plain;
+        if (t.PerSecond() > best.PerSecond()) best = t;
+      }
+    }
+    Result r;
+    r.name = name;
+    r.unit = "MB/s";
+    r.value = best_secure.MBps();
+    r.figure_text =
+        absl::StrFormat("%.1f MB/s %.0f rec/s", best_secure.MBps(), best_secure.PerSecond());
+    r.baseline_name = "plaintext, no tokens";
+    r.baseline = best_plain.MBps();
+    r.baseline_text = absl::StrFormat("%.1f MB/s", best_plain.MBps());
+    r.extra = {{"MBps", best_secure.MBps()},
+               {"plaintext_MBps", best_plain.MBps()},
+               {"rounds", static_cast<double>(rounds)}};
+    r.target = ">= 0.80x plaintext";
+    r.Judge(r.ratio() >= 0.8);
+    Add(std::move(r));
     return absl::OkStatus();
   }
 
