@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -133,7 +134,7 @@ PeerTransport ProbeTransport(const std::string& address) {
     return PeerTransport::kUnreachable;
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  timeval tv{1, 0};
+  timeval tv{3, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   // A TLS server answers a ClientHello with its certificate; a plaintext
@@ -149,7 +150,15 @@ PeerTransport ProbeTransport(const std::string& address) {
       SSL_set_fd(ssl, fd);
       const int rc = SSL_connect(ssl);
       X509* peer = SSL_get1_peer_certificate(ssl);
-      if (rc == 1 || peer != nullptr) result = PeerTransport::kTls;
+      const int error = SSL_get_error(ssl, rc);
+      if (rc == 1 || peer != nullptr) {
+        result = PeerTransport::kTls;
+      } else if (error != SSL_ERROR_SSL && error != SSL_ERROR_ZERO_RETURN &&
+                 !(error == SSL_ERROR_SYSCALL && (errno == 0 || errno == ECONNRESET))) {
+        // No answer in time (a loaded or slow peer): say nothing rather than
+        // guess.
+        result = PeerTransport::kUnreachable;
+      }
       if (peer != nullptr) X509_free(peer);
       SSL_free(ssl);
     }

@@ -45,7 +45,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     const ClientSecurity& security, const std::string& address);
 
 // What the collector at `address` speaks, found by a TLS handshake attempt
-// (at most ~2 s): used to explain an UNAVAILABLE when client and collector
+// (at most ~4 s): used to explain an UNAVAILABLE when client and collector
 // disagree about TLS.
 enum class PeerTransport { kUnreachable, kTls, kPlaintext };
 PeerTransport ProbeTransport(const std::string& address);

@@ -143,10 +143,10 @@ def open_channel(target: str, options: Sequence[Tuple[str, Any]]) -> grpc.Channe
 
 def probe(target: str) -> Optional[str]:
     """What the collector at ``target`` speaks, by a TLS handshake attempt (at
-    most ~2 s): "tls", "plaintext", or None when nothing answers."""
+    most ~6 s): "tls", "plaintext", or None when nothing answers in time."""
     host, port = _split(target)
     try:
-        sock = socket.create_connection((host, int(port)), timeout=1.0)
+        sock = socket.create_connection((host, int(port)), timeout=3.0)
     except (OSError, ValueError):
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -162,6 +162,8 @@ def probe(target: str) -> Optional[str]:
                         "UNEXPECTED_EOF_WHILE_READING", "HTTP_REQUEST"):
             return "plaintext"
         return "tls"  # a TLS alert: the server speaks TLS (e.g. wants a client certificate)
+    except socket.timeout:
+        return None  # no answer in time: say nothing rather than guess
     except OSError:
         return "plaintext"
     finally:
