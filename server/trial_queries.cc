@@ -1,0 +1,449 @@
+// Trial's queries: steps, tensor names, workers and their states, modes,
+// collections, locating a tensor's records, rule statuses.
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "re2/re2.h"
+#include "server/tensor_name_regex.h"
+#include "server/trial.h"
+#include "server/validation.h"
+
+namespace tensorkeep {
+
+bool Trial::VisibleLocked(uint64_t global, bool show_incomplete) const {
+  if (tracker_.IsComplete(global)) return true;
+  return show_incomplete && tracker_.any_committed_through() != StepTracker::kNone &&
+         static_cast<int64_t>(global) <= tracker_.any_committed_through();
+}
+
+absl::StatusOr<const Trial::TensorEntry*> Trial::FindTensorLocked(const std::string& tensor) const {
+  auto it = tensors_.find(tensor);
+  if (it == tensors_.end()) {
+    return MakeError(Reason::kTensorUnavailable,
+                     absl::StrCat("tensor '", tensor, "' was not saved in trial '", name_, "'"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplete,
+                                                   const std::string& tensor, uint64_t range_begin,
+                                                   uint64_t range_end) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<uint64_t> out;
+  auto in_range = [&](uint64_t g) { return g >= range_begin && (range_end == 0 || g < range_end); };
+  auto emit = [&](uint64_t g, const StepInfo& info) {
+    if (!in_range(g) || !VisibleLocked(g, show_incomplete)) return;
+    if (IsGlobalMode(mode)) {
+      out.push_back(g);
+    } else if (info.mode == mode) {
+      out.push_back(info.mode_step);
+    }
+  };
+  if (tensor.empty() && IsGlobalMode(mode)) {
+    // Visibility is a prefix of the steps: the visible global steps in range
+    // are one slice of the sorted list.
+    int64_t visible_through = tracker_.complete_through();
+    if (show_incomplete)
+      visible_through = std::max(visible_through, tracker_.any_committed_through());
+    if (visible_through < 0) return out;
+    uint64_t end_step = static_cast<uint64_t>(visible_through);  // inclusive
+    if (range_end != 0) end_step = std::min(end_step, range_end - 1);
+    if (range_end != 0 && range_end <= range_begin) return out;
+    auto first = std::lower_bound(step_list_.begin(), step_list_.end(), range_begin);
+    auto last = std::upper_bound(first, step_list_.end(), end_step);
+    out.assign(first, last);
+    return out;
+  }
+  if (tensor.empty()) {
+    // One mode's steps. Visibility is a prefix of the steps: stop at the first
+    // invisible one.
+    for (auto it = steps_.lower_bound(range_begin); it != steps_.end(); ++it) {
+      const uint64_t g = it->first;
+      if ((range_end != 0 && g >= range_end) || !VisibleLocked(g, show_incomplete)) break;
+      if (it->second.mode == mode) out.push_back(it->second.mode_step);
+    }
+    return out;
+  }
+  auto entry = FindTensorLocked(tensor);
+  if (!entry.ok()) return entry.status();
+  // Both maps are in step order: walk them together instead of a lookup per
+  // step.
+  auto si = steps_.begin();
+  for (const auto& [g, workers] : (*entry)->steps) {
+    while (si != steps_.end() && si->first < g) ++si;
+    if (si == steps_.end()) break;
+    if (si->first == g) emit(g, si->second);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Trial::TensorNames(std::optional<uint64_t> step, int mode,
+                                                            const std::vector<std::string>& regex,
+                                                            const std::string& collection) const {
+  if (!regex.empty() && !collection.empty()) {
+    return MakeError(Reason::kBadRequest,
+                     "tensor_names accepts either regex or collection, not both");
+  }
+  TK_ASSIGN_OR_RETURN(const std::vector<std::unique_ptr<RE2>> patterns, CompileRegexes(regex));
+  // Under the lock, only the names that pass the step, mode and collection
+  // filters; the regexes run after it is released, so a slow match never
+  // holds up the committer (Apply needs the lock exclusively). The pointers
+  // stay valid: entries of tensors_ are never erased and their keys never
+  // change.
+  std::vector<const std::string*> candidates;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    std::optional<uint64_t> global;
+    if (step.has_value()) {
+      global = ToGlobalLocked(*step, mode);
+      if (!global.has_value()) return std::vector<std::string>();
+    }
+    const std::set<std::string>* members = nullptr;
+    if (!collection.empty()) {
+      auto it = collections_.find(collection);
+      if (it == collections_.end()) return std::vector<std::string>();
+      members = &it->second;
+    }
+    for (const auto& [name, entry] : tensors_) {
+      if (members != nullptr && members->count(name) == 0) continue;
+      if (global.has_value()) {
+        if (entry.steps.count(*global) == 0) continue;
+      } else if (!IsGlobalMode(mode)) {
+        bool in_mode = false;
+        for (const auto& [g, ws] : entry.steps) {
+          auto si = steps_.find(g);
+          if (si != steps_.end() && si->second.mode == mode) {
+            in_mode = true;
+            break;
+          }
+        }
+        if (!in_mode) continue;
+      }
+      candidates.push_back(&name);
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string* name : candidates) {
+    if (!patterns.empty()) {
+      // smdebug matches with re.search (match_inc): anywhere in the name.
+      const bool any = std::any_of(patterns.begin(), patterns.end(),
+                                   [&](const auto& p) { return RE2::PartialMatch(*name, *p); });
+      if (!any) continue;
+    }
+    out.push_back(*name);
+  }
+  return out;
+}
+
+std::vector<std::string> Trial::Workers() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::string> out = worker_names_;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+v1::WorkerStatus Trial::StatusLocked(int id) const {
+  v1::WorkerStatus s;
+  s.set_worker(worker_names_[id]);
+  const WorkerInfo& info = worker_info_[id];
+  s.set_last_step(info.last_step);
+  s.set_committed_through(info.committed);
+  switch (tracker_.state(id)) {
+    case WorkerState::kActive:
+      s.set_state(v1::ACTIVE);
+      break;
+    case WorkerState::kClosed:
+      s.set_state(v1::CLOSED);
+      break;
+    case WorkerState::kLost:
+      s.set_state(v1::LOST);
+      s.set_reason(info.lost_reason);
+      s.set_since_unix(info.lost_unix);
+      break;
+  }
+  return s;
+}
+
+std::vector<v1::WorkerStatus> Trial::WorkerStatuses() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<v1::WorkerStatus> out;
+  out.reserve(worker_names_.size());
+  for (size_t id = 0; id < worker_names_.size(); ++id) out.push_back(StatusLocked(id));
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.worker() < b.worker(); });
+  return out;
+}
+
+std::optional<WorkerState> Trial::StateOf(const std::string& worker) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const int id = FindWorkerLocked(worker);
+  if (id < 0) return std::nullopt;
+  return tracker_.state(id);
+}
+
+void Trial::DescribeStep(uint64_t step, v1::StepEvent* event) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<const std::string*> names;
+  if (auto it = blocks_.find(step); it != blocks_.end()) {
+    for (const StoredBlock& b : it->second) names.push_back(&worker_names_[b.worker]);
+  }
+  std::sort(names.begin(), names.end(), [](auto* a, auto* b) { return *a < *b; });
+  names.erase(std::unique(names.begin(), names.end(), [](auto* a, auto* b) { return *a == *b; }),
+              names.end());
+  for (const std::string* n : names) event->add_workers(*n);
+  std::vector<std::string> lost;
+  for (size_t id = 0; id < worker_names_.size(); ++id) {
+    if (tracker_.state(id) == WorkerState::kLost) lost.push_back(worker_names_[id]);
+  }
+  std::sort(lost.begin(), lost.end());
+  for (auto& n : lost) event->add_lost_workers(std::move(n));
+}
+
+std::vector<int> Trial::Modes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::set<int> modes;
+  for (const auto& [step, info] : steps_) modes.insert(info.mode);
+  return std::vector<int>(modes.begin(), modes.end());
+}
+
+std::map<std::string, std::vector<std::string>> Trial::Collections() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [c, names] : collections_) {
+    out[c] = std::vector<std::string>(names.begin(), names.end());
+  }
+  return out;
+}
+
+std::optional<uint64_t> Trial::ToGlobalLocked(uint64_t step, int mode) const {
+  if (IsGlobalMode(mode)) {
+    if (steps_.count(step) == 0) return std::nullopt;
+    return step;
+  }
+  auto m = mode_steps_.find(mode);
+  if (m == mode_steps_.end()) return std::nullopt;
+  auto it = m->second.find(step);
+  if (it == m->second.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<StepInfo> Trial::ModeOf(uint64_t global_step) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = steps_.find(global_step);
+  if (it == steps_.end()) {
+    const StepState st = HasPassedStepLocked(global_step, kModeGlobal);
+    return MakeError(
+        st == StepState::kNotYetAvailable ? Reason::kStepNotYetAvailable : Reason::kStepUnavailable,
+        absl::StrCat("global step ", global_step, " was not saved in trial '", name_, "'"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<uint64_t> Trial::GlobalStep(int mode, uint64_t mode_step) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto g = ToGlobalLocked(mode_step, mode);
+  if (!g.has_value()) {
+    const StepState st = HasPassedStepLocked(mode_step, mode);
+    return MakeError(
+        st == StepState::kNotYetAvailable ? Reason::kStepNotYetAvailable : Reason::kStepUnavailable,
+        absl::StrCat(StepText(mode_step, mode), " was not saved in trial '", name_, "'"));
+  }
+  return *g;
+}
+
+StepState Trial::HasPassedStep(uint64_t step, int mode) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return HasPassedStepLocked(step, mode);
+}
+
+StepState Trial::HasPassedStepLocked(uint64_t step, int mode) const {
+  auto g = ToGlobalLocked(step, mode);
+  if (g.has_value()) {
+    return tracker_.IsComplete(*g) ? StepState::kAvailable : StepState::kNotYetAvailable;
+  }
+  if (tracker_.ended()) return StepState::kUnavailable;
+  if (IsGlobalMode(mode)) {
+    // Absent, and every worker has moved past it: it will never be saved.
+    return tracker_.IsComplete(step) ? StepState::kUnavailable : StepState::kNotYetAvailable;
+  }
+  // Absent in its mode: unavailable once a later step of the mode is complete.
+  auto m = mode_steps_.find(mode);
+  if (m != mode_steps_.end()) {
+    for (auto it = m->second.upper_bound(step); it != m->second.end(); ++it) {
+      if (tracker_.IsComplete(it->second)) return StepState::kUnavailable;
+    }
+  }
+  return StepState::kNotYetAvailable;
+}
+
+absl::Status Trial::StepErrorLocked(const std::string& tensor, uint64_t step, int mode) const {
+  switch (HasPassedStepLocked(step, mode)) {
+    case StepState::kAvailable:
+      return MakeError(Reason::kTensorUnavailableForStep,
+                       absl::StrCat("tensor '", tensor, "' is not available for ",
+                                    StepText(step, mode), " in trial '", name_, "'"));
+    case StepState::kUnavailable:
+      return MakeError(Reason::kStepUnavailable,
+                       absl::StrCat(StepText(step, mode), " was not saved in trial '", name_, "'"));
+    case StepState::kNotYetAvailable:
+      if (tracker_.ended()) {
+        return MakeError(Reason::kNoMoreData,
+                         absl::StrCat("trial '", name_, "' ended before ", StepText(step, mode)));
+      }
+      return MakeError(
+          Reason::kStepNotYetAvailable,
+          absl::StrCat(StepText(step, mode), " is not yet available in trial '", name_, "'"));
+  }
+  return absl::InternalError("unreachable");
+}
+
+absl::StatusOr<Trial::Located> Trial::Locate(const std::string& tensor, uint64_t step, int mode,
+                                             const std::string& worker) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto entry_or = FindTensorLocked(tensor);
+  if (!entry_or.ok()) return entry_or.status();
+  const TensorEntry& entry = **entry_or;
+  int wid = -1;
+  if (!worker.empty()) {
+    wid = FindWorkerLocked(worker);
+    if (wid < 0) {
+      return MakeError(Reason::kInvalidWorker,
+                       absl::StrCat("worker '", worker, "' never wrote to trial '", name_,
+                                    "'; its workers are listed by `workers`"));
+    }
+  }
+  auto g = ToGlobalLocked(step, mode);
+  if (!g.has_value()) return StepErrorLocked(tensor, step, mode);
+  auto it = entry.steps.find(*g);
+  if (it == entry.steps.end()) {
+    return MakeError(Reason::kTensorUnavailableForStep,
+                     absl::StrCat("tensor '", tensor, "' is not available for ",
+                                  StepText(step, mode), " in trial '", name_, "'"));
+  }
+  const WorkerSet& ws = it->second;
+  uint16_t chosen = ws.front();
+  if (wid >= 0) {
+    if (std::find(ws.begin(), ws.end(), static_cast<uint16_t>(wid)) == ws.end()) {
+      return MakeError(
+          Reason::kTensorUnavailableForStep,
+          absl::StrCat("tensor '", tensor, "' is not available for ", StepText(step, mode),
+                       " from worker '", worker, "' in trial '", name_, "'"));
+    }
+    chosen = static_cast<uint16_t>(wid);
+  }
+  return Located{*g, steps_.at(*g), worker_names_[chosen]};
+}
+
+absl::StatusOr<std::vector<Trial::Located>> Trial::LocateAll(const std::string& tensor, int mode,
+                                                             const std::string& worker,
+                                                             uint64_t range_begin,
+                                                             uint64_t range_end) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto entry_or = FindTensorLocked(tensor);
+  if (!entry_or.ok()) return entry_or.status();
+  int wid = -1;
+  if (!worker.empty()) {
+    wid = FindWorkerLocked(worker);
+    if (wid < 0) {
+      return MakeError(Reason::kInvalidWorker,
+                       absl::StrCat("worker '", worker, "' never wrote to trial '", name_, "'"));
+    }
+  }
+  std::vector<Located> out;
+  for (auto it = (*entry_or)->steps.lower_bound(range_begin); it != (*entry_or)->steps.end();
+       ++it) {
+    const uint64_t g = it->first;
+    if (range_end != 0 && g >= range_end) break;
+    if (!tracker_.IsComplete(g)) break;
+    const StepInfo& info = steps_.at(g);
+    if (!IsGlobalMode(mode) && info.mode != mode) continue;
+    uint16_t chosen = it->second.front();
+    if (wid >= 0) {
+      if (std::find(it->second.begin(), it->second.end(), static_cast<uint16_t>(wid)) ==
+          it->second.end()) {
+        continue;
+      }
+      chosen = static_cast<uint16_t>(wid);
+    }
+    out.push_back(Located{g, info, worker_names_[chosen]});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Trial::TensorWorkers(const std::string& tensor,
+                                                              uint64_t step, int mode) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto entry_or = FindTensorLocked(tensor);
+  if (!entry_or.ok()) return entry_or.status();
+  auto g = ToGlobalLocked(step, mode);
+  if (!g.has_value()) return StepErrorLocked(tensor, step, mode);
+  auto it = (*entry_or)->steps.find(*g);
+  if (it == (*entry_or)->steps.end()) {
+    return MakeError(Reason::kTensorUnavailableForStep,
+                     absl::StrCat("tensor '", tensor, "' is not available for ",
+                                  StepText(step, mode), " in trial '", name_, "'"));
+  }
+  std::vector<std::string> out;
+  for (uint16_t w : it->second) out.push_back(worker_names_[w]);
+  return out;
+}
+
+absl::StatusOr<std::vector<uint64_t>> Trial::PrevSteps(const std::string& tensor, uint64_t step,
+                                                       uint32_t n, int mode) const {
+  auto steps = Steps(mode, /*show_incomplete=*/false, tensor, 0, 0);
+  if (!steps.ok()) return steps.status();
+  auto end = std::upper_bound(steps->begin(), steps->end(), step);
+  auto begin = end - std::min<ptrdiff_t>(n, end - steps->begin());
+  return std::vector<uint64_t>(begin, end);
+}
+
+std::vector<std::pair<uint64_t, StepInfo>> Trial::CompleteStepsFrom(uint64_t from,
+                                                                    size_t limit) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::pair<uint64_t, StepInfo>> out;
+  for (auto it = steps_.lower_bound(from); it != steps_.end() && out.size() < limit; ++it) {
+    if (!tracker_.IsComplete(it->first)) break;
+    out.emplace_back(it->first, it->second);
+  }
+  return out;
+}
+
+int64_t Trial::LastStep() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return steps_.empty() ? -1 : static_cast<int64_t>(steps_.rbegin()->first);
+}
+
+std::optional<uint64_t> Trial::LastStep(int mode) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (IsGlobalMode(mode)) {
+    if (steps_.empty()) return std::nullopt;
+    return steps_.rbegin()->first;
+  }
+  auto m = mode_steps_.find(mode);
+  if (m == mode_steps_.end() || m->second.empty()) return std::nullopt;
+  return m->second.rbegin()->first;
+}
+
+std::vector<v1::RuleStatus> Trial::RuleStatuses() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<v1::RuleStatus> out;
+  for (const auto& [name, rs] : rules_) out.push_back(rs);
+  return out;
+}
+
+std::vector<std::pair<uint64_t, v1::RuleStatus>> Trial::RuleStatusesAfter(uint64_t after,
+                                                                          size_t limit) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::pair<uint64_t, v1::RuleStatus>> out;
+  for (auto it = rule_changes_.upper_bound(after); it != rule_changes_.end() && out.size() < limit;
+       ++it) {
+    out.emplace_back(it->first, rules_.at(it->second));
+  }
+  return out;
+}
+
+}  // namespace tensorkeep
