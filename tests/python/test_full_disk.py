@@ -53,6 +53,51 @@ def _fill(mnt, leave_bytes: int) -> str:
     return path
 
 
+def _train_in_background(url: str, values) -> tuple:
+    """Writes STEPS steps of `values` into `url` on a thread, flushes and
+    closes; returns (done event, list of exceptions it met)."""
+    done = threading.Event()
+    errors = []
+
+    def train() -> None:
+        try:
+            w = Writer(url, retry_timeout=120)
+            for step in range(STEPS):
+                w.write_tensor("w", values[step % 4] + step, step=step, mode=modes.TRAIN)
+                w.end_step(step)
+            w.flush(timeout=120)
+            w.close(end_of_training=True, timeout=60)
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=train, daemon=True).start()
+    return done, errors
+
+
+def _wait_for_log(log_path, text: str, done: threading.Event, tick=lambda: None) -> str:
+    """The server log once it holds `text`, the writer finished or 60 s passed;
+    calls `tick` between looks."""
+    deadline = time.monotonic() + 60
+    log = ""
+    while time.monotonic() < deadline and text not in log and not done.is_set():
+        time.sleep(0.1)
+        tick()
+        with open(log_path, errors="replace") as f:
+            log = f.read()
+    return log
+
+
+def _assert_every_step(url: str, values) -> None:
+    trial = create_trial(url)
+    assert trial.steps() == list(range(STEPS))
+    got = trial.tensor("w").values()
+    for step in range(STEPS):
+        assert np.array_equal(got[step], values[step % 4] + step), f"step {step} differs"
+    trial.close()
+
+
 def test_a_full_disk_loses_nothing_flushed_and_writing_resumes_when_space_returns(small_disk, tmp_path):
     if server_binary() is None:
         pytest.skip("tensorkeep-server not built")
@@ -63,35 +108,12 @@ def test_a_full_disk_loses_nothing_flushed_and_writing_resumes_when_space_return
     server.start()
     try:
         filler = _fill(small_disk, 24 << 20)  # room for about half of what is pushed
-        url = server.url("fulldisk")
         rng = np.random.default_rng(7)
         values = [rng.standard_normal(VALUE, dtype=np.float32) for _ in range(4)]
-        done = threading.Event()
-        errors = []
-
-        def train() -> None:
-            try:
-                w = Writer(url, retry_timeout=120)
-                for step in range(STEPS):
-                    w.write_tensor("w", values[step % 4] + step, step=step, mode=modes.TRAIN)
-                    w.end_step(step)
-                w.flush(timeout=120)
-                w.close(end_of_training=True, timeout=60)
-            except Exception as e:  # noqa: BLE001 - reported by the test
-                errors.append(e)
-            finally:
-                done.set()
-
-        t = threading.Thread(target=train, daemon=True)
-        t.start()
+        done, errors = _train_in_background(server.url("fulldisk"), values)
         # The disk fills: the collector refuses writes (and says why) and the
         # writer cannot finish.
-        deadline = time.monotonic() + 60
-        log = ""
-        while time.monotonic() < deadline and "No space left" not in log and not done.is_set():
-            time.sleep(0.2)
-            with open(tmp_path / "server.log", errors="replace") as f:
-                log = f.read()
+        log = _wait_for_log(tmp_path / "server.log", "No space left", done)
         assert "No space left" in log, "the disk never filled"
         assert not done.is_set(), f"the writer finished on a full disk: {errors}"
         # Space returns: writing resumes by itself, without a restart.
@@ -103,12 +125,7 @@ def test_a_full_disk_loses_nothing_flushed_and_writing_resumes_when_space_return
         vlogs = [n for n in os.listdir(data / "values") if n.endswith(".vlog")]
         assert len(vlogs) < 10, f"{len(vlogs)} value files: failed writes left files behind"
         server.start()  # (on a new port)
-        trial = create_trial(server.url("fulldisk"))
-        assert trial.steps() == list(range(STEPS))
-        got = trial.tensor("w").values()
-        for step in range(STEPS):
-            assert np.array_equal(got[step], values[step % 4] + step), f"step {step} differs"
-        trial.close()
+        _assert_every_step(server.url("fulldisk"), values)
     finally:
         release_clients()
         server.stop()
@@ -134,33 +151,14 @@ def test_the_disk_guard_refuses_new_data_before_the_disk_fills_and_queries_go_on
         w.close(end_of_training=True, timeout=60)
 
         filler = _fill(small_disk, 80 << 20)  # 16 MiB above the floor; 40 MiB are pushed
-        done = threading.Event()
-        errors = []
+        done, errors = _train_in_background(server.url("guarded"), values)
+        least_free = [1 << 40]
 
-        def train() -> None:
-            try:
-                w = Writer(server.url("guarded"), retry_timeout=120)
-                for step in range(STEPS):
-                    w.write_tensor("w", values[step % 4] + step, step=step, mode=modes.TRAIN)
-                    w.end_step(step)
-                w.flush(timeout=120)
-                w.close(end_of_training=True, timeout=60)
-            except Exception as e:  # noqa: BLE001 - reported by the test
-                errors.append(e)
-            finally:
-                done.set()
-
-        t = threading.Thread(target=train, daemon=True)
-        t.start()
-        deadline = time.monotonic() + 60
-        log = ""
-        least_free = 1 << 40
-        while time.monotonic() < deadline and "keeps 64 MiB free" not in log and not done.is_set():
-            time.sleep(0.1)
+        def sample_free() -> None:
             st = os.statvfs(small_disk)
-            least_free = min(least_free, st.f_bavail * st.f_frsize)
-            with open(tmp_path / "server.log", errors="replace") as f:
-                log = f.read()
+            least_free[0] = min(least_free[0], st.f_bavail * st.f_frsize)
+
+        log = _wait_for_log(tmp_path / "server.log", "keeps 64 MiB free", done, sample_free)
         assert "keeps 64 MiB free" in log, f"the guard never refused a write: {log[-2000:]}"
         assert str(data) in log, "the refusal does not name the data directory"
         assert not done.is_set(), f"the writer finished below the floor: {errors}"
@@ -174,18 +172,12 @@ def test_the_disk_guard_refuses_new_data_before_the_disk_fills_and_queries_go_on
         before.close()
         for _ in range(10):  # the writer keeps retrying meanwhile
             time.sleep(0.1)
-            st = os.statvfs(small_disk)
-            least_free = min(least_free, st.f_bavail * st.f_frsize)
-        assert least_free >= 56 << 20, f"free space went down to {least_free >> 20} MiB"
+            sample_free()
+        assert least_free[0] >= 56 << 20, f"free space went down to {least_free[0] >> 20} MiB"
         os.remove(filler)
         assert done.wait(120), "writing did not resume after space was freed"
         assert not errors, errors
-        trial = create_trial(server.url("guarded"))
-        assert trial.steps() == list(range(STEPS))
-        got = trial.tensor("w").values()
-        for step in range(STEPS):
-            assert np.array_equal(got[step], values[step % 4] + step), f"step {step} differs"
-        trial.close()
+        _assert_every_step(server.url("guarded"), values)
     finally:
         release_clients()
         server.stop()
