@@ -28,14 +28,10 @@ TEST(HostilePushTest, TwoHundredStreamsStartingHalfGigabyteRecordsStayWithinTheB
   // Something stored before, by a well-behaved writer.
   v1::TensorRecord kept = Float32Record("kept", 0, 1000, 1);
   {
-    client::WriterOptions o;
-    o.server = server.address;
-    o.trial = "victim";
-    o.worker = "worker_0";
-    auto w = client::Writer::Open(o);
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Write(kept).ok());
-    ASSERT_TRUE((*w)->Close(true).ok());
+    auto w = testing::OpenWriter(server.address, "victim");
+    ASSERT_NE(w, nullptr);
+    ASSERT_TRUE(w->Write(kept).ok());
+    ASSERT_TRUE(w->Close(true).ok());
   }
   const uint64_t rss_before = server.PeakRssBytes();
 
@@ -83,9 +79,10 @@ TEST(HostilePushTest, TwoHundredStreamsStartingHalfGigabyteRecordsStayWithinTheB
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(value->data, kept.data());
   const uint64_t peak = server.PeakRssBytes();
-  std::printf("hostile_push: %d of %d streams took all 3 messages; server peak RSS %.0f MiB "
-              "(%.0f MiB before)\n",
-              written, kStreams, peak / 1048576.0, rss_before / 1048576.0);
+  std::printf(
+      "hostile_push: %d of %d streams took all 3 messages; server peak RSS %.0f MiB "
+      "(%.0f MiB before)\n",
+      written, kStreams, peak / 1048576.0, rss_before / 1048576.0);
   // Without the budget each stream held its 8 MiB: 1.6 GB. With it, one
   // record of 512 MiB is admitted (its room reserved, its pages touched only
   // as chunks come) and the others are refused at their first message.

@@ -42,14 +42,10 @@ TEST(HostileReadTest, StalledReadersOfLargeValuesDoNotMakeTheCollectorHoldThemWh
   constexpr size_t kValueBytes = size_t{64} << 20;
   const v1::TensorRecord big = Bytes("big", kValueBytes);
   {
-    client::WriterOptions o;
-    o.server = server.address;
-    o.trial = "t";
-    o.worker = "worker_0";
-    auto w = client::Writer::Open(o);
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Write(big).ok());
-    ASSERT_TRUE((*w)->Close(true).ok());
+    auto w = testing::OpenWriter(server.address, "t");
+    ASSERT_NE(w, nullptr);
+    ASSERT_TRUE(w->Write(big).ok());
+    ASSERT_TRUE(w->Close(true).ok());
   }
   const uint64_t rss_before = server.RssBytes();
 

@@ -133,14 +133,7 @@ class LostWorkerTest : public ::testing::Test {
   }
   std::unique_ptr<client::Writer> OpenWriter(const std::string& trial, const std::string& worker,
                                              uint32_t num_workers) {
-    client::WriterOptions o;
-    o.server = server_->address;
-    o.trial = trial;
-    o.worker = worker;
-    o.num_workers = num_workers;
-    auto w = client::Writer::Open(o);
-    EXPECT_TRUE(w.ok()) << w.status();
-    return w.ok() ? std::move(*w) : nullptr;
+    return testing::OpenWriter(server_->address, trial, worker, num_workers);
   }
   static void WriteSteps(client::Writer* w, int first, int last) {
     for (int s = first; s <= last; ++s) {

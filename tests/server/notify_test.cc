@@ -33,16 +33,9 @@ class NotifyTest : public ::testing::Test {
     testing::StartServer(o, &server_, &connection_);
   }
   std::unique_ptr<client::Writer> OpenWriter(const std::string& trial) {
-    client::WriterOptions o;
-    o.server = server_->address();
-    o.trial = trial;
-    o.worker = "worker_0";
-    o.num_workers = 1;
-    auto w = client::Writer::Open(o);
-    EXPECT_TRUE(w.ok()) << w.status();
-    if (!w.ok()) return nullptr;
-    EXPECT_TRUE((*w)->Flush().ok());  // the trial exists from here
-    return std::move(*w);
+    auto w = testing::OpenWriter(server_->address(), trial);
+    if (w != nullptr) EXPECT_TRUE(w->Flush().ok());  // the trial exists from here
+    return w;
   }
   client::Trial TrialOf(const std::string& name) { return client::Trial(connection_, name); }
   std::shared_ptr<Trial> CoreTrial(const std::string& name) {

@@ -42,6 +42,22 @@ inline void StartServer(ServerOptions options, std::unique_ptr<CollectorServer>*
   *connection = *c;
 }
 
+// A writer of (trial, worker) to the collector at `address`; null (and a
+// test failure) if it cannot open.
+inline std::unique_ptr<client::Writer> OpenWriter(const std::string& address,
+                                                  const std::string& trial,
+                                                  const std::string& worker = "worker_0",
+                                                  uint32_t num_workers = 1) {
+  client::WriterOptions o;
+  o.server = address;
+  o.trial = trial;
+  o.worker = worker;
+  o.num_workers = num_workers;
+  auto w = client::Writer::Open(o);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return w.ok() ? std::move(*w) : nullptr;
+}
+
 class ServerFixture : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,14 +77,7 @@ class ServerFixture : public ::testing::Test {
   std::unique_ptr<client::Writer> OpenWriter(const std::string& trial,
                                              const std::string& worker = "worker_0",
                                              uint32_t num_workers = 1) {
-    client::WriterOptions o;
-    o.server = server_->address();
-    o.trial = trial;
-    o.worker = worker;
-    o.num_workers = num_workers;
-    auto w = client::Writer::Open(o);
-    EXPECT_TRUE(w.ok()) << w.status();
-    return w.ok() ? std::move(*w) : nullptr;
+    return testing::OpenWriter(server_->address(), trial, worker, num_workers);
   }
   client::Trial TrialOf(const std::string& name) { return client::Trial(connection_, name); }
 
