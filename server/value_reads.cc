@@ -133,35 +133,13 @@ absl::Status Collector::WithValue(
   return fn(absl::Span<const char>(bytes->data(), bytes->size()));
 }
 
-namespace {
-
-// Hands out a value the value cache holds, without copying it whole.
-class CachedBulkReader : public TensorStore::BulkReader {
- public:
-  explicit CachedBulkReader(std::shared_ptr<const std::string> bytes) : bytes_(std::move(bytes)) {}
-  uint64_t size() const override { return bytes_->size(); }
-  uint64_t remaining() const override { return bytes_->size() - done_; }
-  absl::Status Read(size_t max_bytes, std::string* out) override {
-    const size_t n = std::min<size_t>(max_bytes, bytes_->size() - done_);
-    out->assign(*bytes_, done_, n);
-    done_ += n;
-    return absl::OkStatus();
-  }
-
- private:
-  std::shared_ptr<const std::string> bytes_;
-  size_t done_ = 0;
-};
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<TensorStore::BulkReader>> Collector::OpenValue(
     const Trial& trial, const Value& value) const {
   if (!value.meta.has_value()) return ReductionsOnly(value.meta.name(), value.where.global_step);
   const std::string key = LargeValueKey(trial, value);
   std::unique_ptr<TensorStore::BulkReader> reader;
   if (auto cached = value_cache_.Lookup(key)) {
-    reader = std::make_unique<CachedBulkReader>(std::move(cached));
+    reader = TensorStore::ReaderOf(std::move(cached));
   } else {
     auto opened = store_->OpenBulk(key);
     if (!opened.ok()) {

@@ -30,8 +30,8 @@ bool KeyReader::Family(KeyFamily* family) {
 
 bool KeyReader::Str(std::string_view* s) {
   if (rest_.size() < 2) return false;
-  const size_t n = (static_cast<size_t>(static_cast<uint8_t>(rest_[0])) << 8) |
-                   static_cast<uint8_t>(rest_[1]);
+  const size_t n =
+      (static_cast<size_t>(static_cast<uint8_t>(rest_[0])) << 8) | static_cast<uint8_t>(rest_[1]);
   if (rest_.size() < 2 + n) return false;
   *s = rest_.substr(2, n);
   rest_.remove_prefix(2 + n);
@@ -61,7 +61,13 @@ std::string BlockKey(std::string_view trial, uint64_t step, std::string_view wor
 }
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      uint64_t block_id, std::string_view name) {
-  return KeyBuilder(KeyFamily::kValue).U64(block_id).Str(trial).U64(step).Str(worker).Str(name).Take();
+  return KeyBuilder(KeyFamily::kValue)
+      .U64(block_id)
+      .Str(trial)
+      .U64(step)
+      .Str(worker)
+      .Str(name)
+      .Take();
 }
 std::string RuleKey(std::string_view trial, std::string_view rule) {
   return KeyBuilder(KeyFamily::kRule).Str(trial).Str(rule).Take();

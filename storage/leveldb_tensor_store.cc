@@ -226,8 +226,8 @@ absl::Status LevelDbTensorStore::RepairAfterFailure() {
   impl_->next_reopen =
       now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                 std::chrono::duration<double>(impl_->options.reopen_interval_seconds));
-  if (impl_->options.env == nullptr) {
-    const std::optional<uint64_t> free = FreeBytes(impl_->options.path);
+  {
+    const std::optional<uint64_t> free = MeasureFreeBytes();
     if (free.has_value() && *free < impl_->options.reopen_min_free_bytes) {
       return refused(absl::StrCat("only ", *free >> 20, " MiB are free on the filesystem of ",
                                   impl_->options.path, "; writing resumes once ",
@@ -245,6 +245,12 @@ absl::Status LevelDbTensorStore::RepairAfterFailure() {
   return absl::OkStatus();
 }
 
+std::optional<uint64_t> LevelDbTensorStore::MeasureFreeBytes() const {
+  if (impl_->options.free_bytes) return impl_->options.free_bytes();
+  if (impl_->options.env == nullptr) return FreeBytes(impl_->options.path);
+  return std::nullopt;  // an in-memory or test Env: unknown
+}
+
 absl::Status LevelDbTensorStore::CheckFreeSpace(uint64_t bytes) {
   const uint64_t keep = impl_->options.min_free_bytes;
   if (keep == 0) return absl::OkStatus();
@@ -252,12 +258,7 @@ absl::Status LevelDbTensorStore::CheckFreeSpace(uint64_t bytes) {
   // as soon as space is back); in between, what was written is subtracted.
   const auto now = std::chrono::steady_clock::now();
   if (now >= impl_->next_free_check || impl_->free_estimate < keep + bytes) {
-    std::optional<uint64_t> free;
-    if (impl_->options.free_bytes) {
-      free = impl_->options.free_bytes();
-    } else if (impl_->options.env == nullptr) {
-      free = FreeBytes(impl_->options.path);
-    }
+    const std::optional<uint64_t> free = MeasureFreeBytes();
     if (!free.has_value()) return absl::OkStatus();  // unknown: no guard
     impl_->free_estimate = *free;
     impl_->next_free_check = now + std::chrono::milliseconds(100);

@@ -57,8 +57,8 @@ struct LevelDbOptions {
   // so that the disk never fills under LevelDB and the collector can always
   // restart; writes go through again as soon as space is back. 0: off.
   uint64_t min_free_bytes = 0;
-  // The free bytes the disk guard goes by; unset: statvfs of `path` (on the
-  // default Env only). Tests give their own.
+  // The free bytes the disk guard and the reopen check go by; unset: statvfs
+  // of `path` (on the default Env only). Tests give their own.
   std::function<std::optional<uint64_t>()> free_bytes;
 };
 
@@ -97,6 +97,9 @@ class LevelDbTensorStore : public TensorStore {
   struct Impl;
   // Reopens the index database after a failed write (see Write).
   absl::Status RepairAfterFailure();
+  // Free bytes of the directory's filesystem (LevelDbOptions::free_bytes, or
+  // statvfs on the default Env); std::nullopt when unknown.
+  std::optional<uint64_t> MeasureFreeBytes() const;
   // The disk guard (LevelDbOptions::min_free_bytes) for a write of `bytes`.
   absl::Status CheckFreeSpace(uint64_t bytes);
   // The value a large value's index entry `encoded_ref` points to.

@@ -8,21 +8,21 @@ namespace tensorkeep {
 
 namespace {
 
-// Hands out a value read whole.
+// Hands out a value held in memory.
 class WholeBulkReader : public TensorStore::BulkReader {
  public:
-  explicit WholeBulkReader(std::string value) : value_(std::move(value)) {}
-  uint64_t size() const override { return value_.size(); }
-  uint64_t remaining() const override { return value_.size() - done_; }
+  explicit WholeBulkReader(std::shared_ptr<const std::string> bytes) : bytes_(std::move(bytes)) {}
+  uint64_t size() const override { return bytes_->size(); }
+  uint64_t remaining() const override { return bytes_->size() - done_; }
   absl::Status Read(size_t max_bytes, std::string* out) override {
-    const size_t n = std::min<size_t>(max_bytes, value_.size() - done_);
-    out->assign(value_, done_, n);
+    const size_t n = std::min<size_t>(max_bytes, bytes_->size() - done_);
+    out->assign(*bytes_, done_, n);
     done_ += n;
     return absl::OkStatus();
   }
 
  private:
-  std::string value_;
+  std::shared_ptr<const std::string> bytes_;
   size_t done_ = 0;
 };
 
@@ -32,7 +32,12 @@ absl::StatusOr<std::unique_ptr<TensorStore::BulkReader>> TensorStore::OpenBulk(
     std::string_view key) {
   TK_ASSIGN_OR_RETURN(auto value, GetBulk(key));
   if (!value.has_value()) return std::unique_ptr<BulkReader>();
-  return std::unique_ptr<BulkReader>(new WholeBulkReader(std::move(*value)));
+  return ReaderOf(std::make_shared<const std::string>(std::move(*value)));
+}
+
+std::unique_ptr<TensorStore::BulkReader> TensorStore::ReaderOf(
+    std::shared_ptr<const std::string> bytes) {
+  return std::make_unique<WholeBulkReader>(std::move(bytes));
 }
 
 }  // namespace tensorkeep

@@ -90,6 +90,8 @@ class TensorStore {
   // A reader of `key`'s value, nullptr when absent. The default reads it
   // whole (GetBulk) and hands it out in pieces.
   virtual absl::StatusOr<std::unique_ptr<BulkReader>> OpenBulk(std::string_view key);
+  // A reader handing out `bytes`, held in memory already (shared, not copied).
+  static std::unique_ptr<BulkReader> ReaderOf(std::shared_ptr<const std::string> bytes);
 
   // Calls `fn` on every key with `prefix`, in key order, until it returns
   // false. The views are valid only during the call. `prefix` starts with a

@@ -231,24 +231,19 @@ absl::Status ReadAt(leveldb::RandomAccessFile* file, uint64_t offset, size_t n, 
 
 }  // namespace
 
-absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref) {
-  auto reader = Reader(ref.file());
-  if (!reader.ok()) return reader.status();
-  if (!FileHolds(ref)) return Truncated(ref);
-  std::string out;
-  TK_RETURN_IF_ERROR(ReadAt(
-      reader->get(), ref.offset(), ref.size(), &out, [&] { return Truncated(ref); },
-      FileName(ref.file())));
-  if (ValueChecksum(out) != ref.crc32()) return Damaged(ref);
-  return out;
-}
-
 absl::StatusOr<std::unique_ptr<ValueLog::Cursor>> ValueLog::OpenCursor(
     const storage::ValueRef& ref) {
   auto reader = Reader(ref.file());
   if (!reader.ok()) return reader.status();
   if (!FileHolds(ref)) return Truncated(ref);
   return std::unique_ptr<Cursor>(new Cursor(this, *std::move(reader), ref));
+}
+
+absl::StatusOr<std::string> ValueLog::Read(const storage::ValueRef& ref) {
+  TK_ASSIGN_OR_RETURN(std::unique_ptr<Cursor> cursor, OpenCursor(ref));
+  std::string out;
+  TK_RETURN_IF_ERROR(cursor->Read(ref.size(), &out));
+  return out;
 }
 
 absl::Status ValueLog::Cursor::Read(size_t max_bytes, std::string* out) {
