@@ -180,8 +180,8 @@ absl::Status WriteSession::ValidateRecord(const v1::TensorRecord& r, bool comple
   }
   if (!IsValidDType(r.dtype())) {
     return Bad(absl::StrCat("tensor '", r.name(), "' has unknown dtype ", r.dtype(),
-                            ": use float16, float32, float64, int8, int16, int32, int64, uint8 "
-                            "or bool"));
+                            ": use float16, float32, float64, int8, int16, int32, int64, uint8, "
+                            "bool or bfloat16"));
   }
   if (static_cast<size_t>(r.shape_size()) > kMaxRank) {
     return Bad(absl::StrCat("tensor '", r.name(), "' has rank ", r.shape_size(), "; the limit is ",

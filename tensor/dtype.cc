@@ -18,7 +18,7 @@ namespace {
 
 constexpr DType kAllDTypes[] = {DType::kFloat16, DType::kFloat32, DType::kFloat64,
                                 DType::kInt8,    DType::kInt16,   DType::kInt32,
-                                DType::kInt64,   DType::kUInt8,   DType::kBool};
+                                DType::kInt64,   DType::kUInt8,   DType::kBool,    DType::kBFloat16};
 
 uint32_t FloatBits(float f) {
   uint32_t bits;
@@ -73,7 +73,7 @@ void ConvertFloats(const char* src, size_t count, double* out) {
 }  // namespace
 
 bool IsValidDType(int value) {
-  return value >= static_cast<int>(DType::kFloat16) && value <= static_cast<int>(DType::kBool);
+  return value >= static_cast<int>(DType::kFloat16) && value <= static_cast<int>(DType::kBFloat16);
 }
 
 size_t DTypeSize(DType dtype) {
@@ -96,6 +96,8 @@ size_t DTypeSize(DType dtype) {
       return 1;
     case DType::kBool:
       return 1;
+    case DType::kBFloat16:
+      return 2;
   }
   return 0;
 }
@@ -120,6 +122,8 @@ std::string_view DTypeName(DType dtype) {
       return "uint8";
     case DType::kBool:
       return "bool";
+    case DType::kBFloat16:
+      return "bfloat16";
   }
   return "invalid";
 }
@@ -137,7 +141,7 @@ absl::StatusOr<DType> ParseDType(std::string_view name) {
 absl::StatusOr<size_t> ElementCount(DType dtype, absl::Span<const char> data) {
   if (!IsValidDType(static_cast<int>(dtype))) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid dtype ", static_cast<int>(dtype), " (expected 1..9)"));
+        absl::StrCat("invalid dtype ", static_cast<int>(dtype), " (expected 1..10)"));
   }
   const size_t item = DTypeSize(dtype);
   if (data.size() % item != 0) {
@@ -151,7 +155,7 @@ absl::StatusOr<size_t> ElementCount(DType dtype, absl::Span<const char> data) {
 absl::Status CheckValueSize(DType dtype, absl::Span<const int64_t> shape, size_t bytes) {
   if (!IsValidDType(static_cast<int>(dtype))) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid dtype ", static_cast<int>(dtype), " (expected 1..9)"));
+        absl::StrCat("invalid dtype ", static_cast<int>(dtype), " (expected 1..10)"));
   }
   const std::string shape_text = absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -212,6 +216,9 @@ void ConvertToFloat64(DType dtype, const char* src, size_t count, double* out) {
     case DType::kBool:
       for (size_t i = 0; i < count; ++i) out[i] = src[i] != 0 ? 1.0 : 0.0;
       return;
+    case DType::kBFloat16:
+      for (size_t i = 0; i < count; ++i) out[i] = BFloat16ToFloat(LoadAt<uint16_t>(src, i));
+      return;
   }
 }
 
@@ -260,6 +267,19 @@ uint16_t FloatToHalf(float f) {
   const uint32_t remainder = magnitude & 0x1fffu;
   if (remainder > 0x1000u || (remainder == 0x1000u && (result & 1u))) ++result;
   return static_cast<uint16_t>(sign | result);
+}
+
+float BFloat16ToFloat(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
+
+uint16_t FloatToBFloat16(float f) {
+  const uint32_t bits = FloatBits(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep sign and top payload, set quiet bit
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  }
+  // Round to nearest, ties to even: add 0x7fff plus the lowest kept bit. A
+  // carry into the exponent is right (up to infinity for the largest values).
+  const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
 }
 
 }  // namespace tensorkeep

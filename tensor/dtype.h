@@ -1,6 +1,6 @@
 // Element types of the tensors tensorkeep stores, their sizes and numpy names,
 // the size check every stored value goes through, and IEEE binary16 (float16)
-// conversions.
+// and bfloat16 conversions.
 //
 // All functions here are pure and thread-safe.
 #ifndef TENSORKEEP_TENSOR_DTYPE_H_
@@ -29,9 +29,10 @@ enum class DType : int {
   kInt64 = 7,
   kUInt8 = 8,
   kBool = 9,
+  kBFloat16 = 10,  // the top 16 bits of an IEEE binary32
 };
 
-// True if `value` is the number of one of the DType enumerators (1..9).
+// True if `value` is the number of one of the DType enumerators (1..10).
 bool IsValidDType(int value);
 
 // Bytes per element of `dtype` (1, 2, 4 or 8); 0 for a value that is not a
@@ -39,8 +40,8 @@ bool IsValidDType(int value);
 size_t DTypeSize(DType dtype);
 
 // numpy's name of `dtype`: "float16", "float32", "float64", "int8", "int16",
-// "int32", "int64", "uint8" or "bool"; "invalid" for a value that is not a
-// valid DType.
+// "int32", "int64", "uint8" or "bool" (and "bfloat16", the name torch and
+// ml_dtypes use); "invalid" for a value that is not a valid DType.
 std::string_view DTypeName(DType dtype);
 
 // The inverse of DTypeName: the DType whose numpy name is `name` (exact,
@@ -93,6 +94,14 @@ float HalfToFloat(uint16_t h);
 // magnitude become infinities, values at or below 2^-25 in magnitude signed
 // zeros; NaNs stay (quiet) NaNs of the same sign.
 uint16_t FloatToHalf(float f);
+
+// The value of the bfloat16 number with bit pattern `b`: exact for every
+// pattern (bfloat16 is binary32 with the low 16 mantissa bits cut off).
+float BFloat16ToFloat(uint16_t b);
+
+// The bfloat16 bit pattern nearest to `f`, ties to even, as torch's
+// `.to(torch.bfloat16)`; NaNs stay quiet NaNs of the same sign.
+uint16_t FloatToBFloat16(float f);
 
 }  // namespace tensorkeep
 

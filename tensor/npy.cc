@@ -46,6 +46,8 @@ std::string_view Descr(DType dtype) {
       return "|u1";
     case DType::kBool:
       return "|b1";
+    case DType::kBFloat16:
+      return "<f4";  // numpy has no bfloat16: EncodeNpy widens to float32
   }
   return "";
 }
@@ -386,7 +388,17 @@ std::string EncodeNpy(const NpyArray& array) {
   out.append(header);
   out.append(padding, ' ');
   out.push_back('\n');
-  out.append(array.data);
+  if (array.dtype == DType::kBFloat16) {
+    // Each bfloat16 is the top half of the float32 it stands for: exact.
+    const size_t n = array.data.size() / 2;
+    out.reserve(out.size() + 4 * n);
+    for (size_t i = 0; i < n; ++i) {
+      out.append(2, '\0');
+      out.append(array.data, 2 * i, 2);
+    }
+  } else {
+    out.append(array.data);
+  }
   return out;
 }
 

@@ -42,7 +42,9 @@ absl::StatusOr<NpyArray> ParseNpy(std::string_view file_bytes);
 // The .npy file of `array`, exactly as numpy.save writes it: version 1.0
 // (2.0 if the header is longer than 65535 bytes), descr '<f2', '<f4', '<f8',
 // '|i1', '<i2', '<i4', '<i8', '|u1' or '|b1', C order, header padded with
-// spaces so that the data starts at a multiple of 64 bytes.
+// spaces so that the data starts at a multiple of 64 bytes. numpy has no
+// bfloat16: a kBFloat16 array is written as '<f4', each element widened
+// exactly to the float32 it stands for.
 // Precondition: `array.dtype` is valid and CheckValueSize(array.dtype,
 // array.shape, array.data.size()) is OK; the bytes are written as they are
 // otherwise, and ParseNpy would reject the result.

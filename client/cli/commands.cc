@@ -328,35 +328,9 @@ int Put(const Args& args, Context& ctx) {
 
 // Element i of a value as a double.
 double Element(DType dtype, const std::string& data, size_t i) {
-  auto get = [&](auto zero) {
-    decltype(zero) v;
-    std::memcpy(&v, data.data() + i * sizeof(v), sizeof(v));
-    return static_cast<double>(v);
-  };
-  switch (dtype) {
-    case DType::kFloat16: {
-      uint16_t h;
-      std::memcpy(&h, data.data() + i * 2, 2);
-      return HalfToFloat(h);
-    }
-    case DType::kFloat32:
-      return get(float{});
-    case DType::kFloat64:
-      return get(double{});
-    case DType::kInt8:
-      return get(int8_t{});
-    case DType::kInt16:
-      return get(int16_t{});
-    case DType::kInt32:
-      return get(int32_t{});
-    case DType::kInt64:
-      return get(int64_t{});
-    case DType::kUInt8:
-      return get(uint8_t{});
-    case DType::kBool:
-      return data[i] != 0 ? 1 : 0;
-  }
-  return 0;
+  double v;
+  ConvertToFloat64(dtype, data.data() + i * DTypeSize(dtype), 1, &v);
+  return v;
 }
 
 int Value(const Args& args, Context& ctx) {
@@ -374,8 +348,9 @@ int Value(const Args& args, Context& ctx) {
     NpyArray array{dtype, value->shape, std::move(value->data)};
     absl::Status s = WriteNpyFile(*out, array);
     if (!s.ok()) return Fail(s);
-    std::cerr << "wrote " << *out << " (" << DTypeName(dtype) << ", step " << value->step
-              << ", worker " << value->worker << ")\n";
+    std::cerr << "wrote " << *out << " (" << DTypeName(dtype)
+              << (dtype == DType::kBFloat16 ? " widened to float32: numpy has no bfloat16" : "")
+              << ", step " << value->step << ", worker " << value->worker << ")\n";
     value->data = std::move(array.data);
     if (!ctx.json) return 0;
   }

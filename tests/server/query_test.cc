@@ -277,7 +277,8 @@ TEST_F(QueryTest, EveryDtypeRoundTrips) {
   auto w = OpenWriter("dtypes");
   const std::vector<std::pair<v1::DType, int>> dtypes = {
       {v1::FLOAT16, 2}, {v1::FLOAT32, 4}, {v1::FLOAT64, 8}, {v1::INT8, 1}, {v1::INT16, 2},
-      {v1::INT32, 4},   {v1::INT64, 8},   {v1::UINT8, 1},   {v1::BOOL, 1}};
+      {v1::INT32, 4},   {v1::INT64, 8},   {v1::UINT8, 1},   {v1::BOOL, 1},
+      {v1::BFLOAT16, 2}};
   std::mt19937 rng(7);
   std::map<std::string, std::string> sent;
   for (const auto& [dt, size] : dtypes) {

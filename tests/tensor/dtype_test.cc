@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 
 constexpr DType kAllDTypes[] = {DType::kFloat16, DType::kFloat32, DType::kFloat64,
                                 DType::kInt8,    DType::kInt16,   DType::kInt32,
-                                DType::kInt64,   DType::kUInt8,   DType::kBool};
+                                DType::kInt64,   DType::kUInt8,   DType::kBool,    DType::kBFloat16};
 
 uint32_t Bits(float f) {
   uint32_t bits;
@@ -70,11 +70,12 @@ TEST(DTypeTest, ParseRejectsUnknownNameAndListsAcceptedNames) {
 
 TEST(DTypeTest, NumbersMatchTheProtoEnum) {
   EXPECT_FALSE(IsValidDType(0));  // DTYPE_UNSPECIFIED
-  EXPECT_FALSE(IsValidDType(10));
+  EXPECT_FALSE(IsValidDType(11));
   EXPECT_FALSE(IsValidDType(-1));
-  for (int value = 1; value <= 9; ++value) EXPECT_TRUE(IsValidDType(value)) << value;
+  for (int value = 1; value <= 10; ++value) EXPECT_TRUE(IsValidDType(value)) << value;
   EXPECT_EQ(static_cast<int>(DType::kFloat16), 1);
   EXPECT_EQ(static_cast<int>(DType::kBool), 9);
+  EXPECT_EQ(static_cast<int>(DType::kBFloat16), 10);  // tensorkeep.proto's BFLOAT16
 }
 
 TEST(DTypeTest, SizesAreNumpyItemsizes) {
@@ -252,6 +253,73 @@ TEST(HalfTest, InfinitiesAndNaNsConvertBothWays) {
   EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(low_payload_nan))));
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::max()), 0x7c00);
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::denorm_min()), 0x0000);
+}
+
+
+// bfloat16 -> float computed independently of the shift: sign * (1 + m/128) *
+// 2^(e-127), subnormals m/128 * 2^-126.
+double BFloat16Reference(uint16_t b) {
+  const int sign = (b & 0x8000) != 0 ? -1 : 1;
+  const int exponent = (b >> 7) & 0xff;
+  const int mantissa = b & 0x7f;
+  if (exponent == 0) return sign * std::ldexp(mantissa / 128.0, -126);
+  if (exponent == 0xff) {
+    return mantissa == 0 ? sign * std::numeric_limits<double>::infinity()
+                         : std::numeric_limits<double>::quiet_NaN();
+  }
+  return sign * std::ldexp(1.0 + mantissa / 128.0, exponent - 127);
+}
+
+TEST(BFloat16Test, BFloat16ToFloatIsExactForAllPatterns) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float f = BFloat16ToFloat(static_cast<uint16_t>(b));
+    const double expected = BFloat16Reference(static_cast<uint16_t>(b));
+    if (std::isnan(expected)) {
+      EXPECT_TRUE(std::isnan(f)) << b;
+      EXPECT_EQ(std::signbit(f), (b & 0x8000) != 0) << b;
+    } else {
+      EXPECT_EQ(static_cast<double>(f), expected) << b;
+    }
+    // ConvertToFloat64 goes through the same value.
+    const uint16_t le = static_cast<uint16_t>(b);
+    char bytes[2];
+    std::memcpy(bytes, &le, 2);
+    double d;
+    ConvertToFloat64(DType::kBFloat16, bytes, 1, &d);
+    if (!std::isnan(expected)) EXPECT_EQ(d, expected) << b;
+  }
+}
+
+TEST(BFloat16Test, FloatToBFloat16InvertsAndRoundsToNearestEven) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t pattern = static_cast<uint16_t>(b);
+    const float f = BFloat16ToFloat(pattern);
+    if (std::isnan(f)) {
+      const uint16_t back = FloatToBFloat16(f);
+      EXPECT_TRUE(std::isnan(BFloat16ToFloat(back))) << b;
+      continue;
+    }
+    EXPECT_EQ(FloatToBFloat16(f), pattern) << b;
+  }
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to the even pattern (1).
+  EXPECT_EQ(FloatToBFloat16(1.0f + 0x1p-8f), 0x3f80);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: rounds up.
+  EXPECT_EQ(FloatToBFloat16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  // Just above halfway rounds up.
+  EXPECT_EQ(FloatToBFloat16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  // The largest float rounds to infinity, as torch does.
+  EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::max()), 0x7f80);
+  EXPECT_EQ(FloatToBFloat16(-std::numeric_limits<float>::infinity()), 0xff80);
+  // A signalling NaN becomes quiet, keeping its sign.
+  const uint16_t nan = FloatToBFloat16([] {
+    float f;
+    const uint32_t bits = 0xff800001u;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }());
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(nan)));
+  EXPECT_NE(nan & 0x0040, 0);
+  EXPECT_NE(nan & 0x8000, 0);
 }
 
 }  // namespace

@@ -387,5 +387,24 @@ TEST_F(NpyFileTest, WriteIntoAMissingDirectoryFails) {
   EXPECT_THAT(status.message(), HasSubstr("no_such_dir"));
 }
 
+TEST(NpyTest, WritesBFloat16AsTheFloat32ItStandsFor) {
+  // numpy has no bfloat16: the file is '<f4' with each element widened exactly.
+  const std::vector<uint16_t> patterns = {0x3f80, 0xc040, 0x0001, 0x7f80, 0x8000, 0x4049};
+  std::string data(patterns.size() * 2, '\0');
+  std::memcpy(data.data(), patterns.data(), data.size());
+  const NpyArray parsed = Parse(EncodeNpy({DType::kBFloat16, {2, 3}, data}));
+  EXPECT_EQ(parsed.dtype, DType::kFloat32);
+  EXPECT_EQ(parsed.shape, (std::vector<int64_t>{2, 3}));
+  ASSERT_EQ(parsed.data.size(), patterns.size() * 4);
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    float f;
+    std::memcpy(&f, parsed.data.data() + 4 * i, 4);
+    EXPECT_EQ(f, BFloat16ToFloat(patterns[i])) << i;
+  }
+  float first;
+  std::memcpy(&first, parsed.data.data(), 4);
+  EXPECT_EQ(first, 1.0f);
+}
+
 }  // namespace
 }  // namespace tensorkeep

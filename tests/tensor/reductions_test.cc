@@ -113,6 +113,15 @@ TestTensor RandomTensor(DType dtype, size_t n, uint64_t seed) {
         t.values.push_back(v);
         break;
       }
+      case DType::kBFloat16: {
+        // bfloat16 keeps float32's range: values from 1e-30 to 1e30 and both signs.
+        const float magnitude =
+            std::pow(10.0f, std::uniform_real_distribution<float>(-30, 30)(rng));
+        const uint16_t b = FloatToBFloat16(rng() % 2 == 0 ? magnitude : -magnitude);
+        add(b);
+        t.values.push_back(BFloat16ToFloat(b));
+        break;
+      }
       case DType::kBool: {
         const bool v = rng() % 2 == 0;
         add(static_cast<uint8_t>(v));
@@ -290,7 +299,7 @@ INSTANTIATE_TEST_SUITE_P(
     AllDTypes, ReductionsAgreeWithReferenceTest,
     ::testing::Combine(::testing::Values(DType::kFloat16, DType::kFloat32, DType::kFloat64,
                                          DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64,
-                                         DType::kUInt8, DType::kBool),
+                                         DType::kUInt8, DType::kBool, DType::kBFloat16),
                        ::testing::Values(1, 2, 7, 8, 9, 1023, 1024, 1025, 4099, 100003)),
     DTypeAndSizeName);
 

@@ -1,16 +1,19 @@
 """Conversion between Python/numpy values and the wire form of a tensor.
 
 On the wire a value is a DType, a shape and its raw little-endian bytes in C
-order. Nine dtypes are supported: float16/32/64, int8/16/32/64, uint8 and bool.
+order. Ten dtypes are supported: float16/32/64, int8/16/32/64, uint8, bool and
+bfloat16. numpy has no bfloat16: a torch.bfloat16 tensor (or an ml_dtypes
+bfloat16 array) goes on the wire as its raw 16-bit patterns, and a bfloat16
+value reads back as the float32 array it stands for (exactly).
 """
 
 import numbers
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 # proto DType numbers (tensorkeep.v1.DType).
-FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64, UINT8, BOOL = range(1, 10)
+FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64, UINT8, BOOL, BFLOAT16 = range(1, 11)
 
 _PB_TO_NP: Dict[int, np.dtype] = {
     FLOAT16: np.dtype("<f2"),
@@ -37,11 +40,14 @@ for _code, _dt in _PB_TO_NP.items():
     if np.little_endian:
         NATIVE_CODES[_dt.newbyteorder("=")] = _code
 
-SUPPORTED = "float16, float32, float64, int8, int16, int32, int64, uint8, bool"
+SUPPORTED = "float16, float32, float64, int8, int16, int32, int64, uint8, bool, bfloat16 (torch)"
 
 
 def numpy_dtype(code: int) -> np.dtype:
-    """Returns the numpy dtype of a proto DType number."""
+    """Returns the numpy dtype of a proto DType number (float32 for bfloat16,
+    the type its values read back as)."""
+    if code == BFLOAT16:
+        return np.dtype("<f4")
     try:
         return _PB_TO_NP[code]
     except KeyError:
@@ -86,8 +92,32 @@ def as_array(value: Any, what: str = "value") -> np.ndarray:
     raise TypeError(f"{what} must be a numpy array, a number or array-like, got {type(value).__name__}")
 
 
+def _bfloat16_bits(value: Any) -> Optional[np.ndarray]:
+    """The 16-bit patterns (a uint16 array of the same shape) of a torch.bfloat16
+    tensor or an ml_dtypes bfloat16 array; None for anything else. Duck-typed,
+    so that this module does not import torch."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    if isinstance(value, np.ndarray):
+        if dtype.name == "bfloat16" and dtype.itemsize == 2:
+            return np.ascontiguousarray(value).view(np.uint16)
+        return None
+    if str(dtype) == "torch.bfloat16" and hasattr(value, "view"):
+        import torch  # present: the value is a torch tensor
+
+        t = value.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        return t.contiguous().view(torch.int16).numpy().view(np.uint16)
+    return None
+
+
 def to_wire(value: Any, what: str = "value") -> Tuple[int, Tuple[int, ...], bytes]:
     """Returns (proto DType, shape, little-endian C-order bytes) of ``value``."""
+    bits = _bfloat16_bits(value)
+    if bits is not None:
+        return BFLOAT16, bits.shape, bits.astype("<u2", copy=False).tobytes()
     arr = as_array(value, what)
     code = dtype_code(arr.dtype, what)
     if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False):
@@ -101,6 +131,17 @@ def from_wire(code: int, shape: Sequence[int], data: Any) -> np.ndarray:
     ``data`` is any buffer (bytes, bytearray, memoryview); a bytearray is used
     in place, not copied. Raises ValueError when its size does not match the shape.
     """
+    if code == BFLOAT16:
+        try:
+            bits = np.frombuffer(data, dtype="<u2").reshape(shape)
+        except ValueError:
+            raise ValueError(
+                f"corrupt value on the wire: {len(data)} bytes for shape {tuple(shape)} of bfloat16"
+            ) from None
+        # A bfloat16 is the top half of the float32 it stands for: exact.
+        widened = np.empty(bits.shape, dtype="<u4")
+        np.left_shift(bits, 16, out=widened, dtype="<u4")
+        return widened.view("<f4")
     dt = _PB_TO_NP.get(code)
     if dt is None:
         raise ValueError(f"unknown dtype {code} on the wire")

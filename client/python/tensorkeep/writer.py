@@ -123,8 +123,9 @@ class Writer:
         Args:
             name: the tensor's name (a non-empty printable str, <= 256 bytes UTF-8).
             value: a numpy array (float16/32/64, int8/16/32/64, uint8 or bool; any
-                layout and byte order), a Python or numpy scalar (a Python float
-                is saved as float32, an int as int64), anything with
+                layout and byte order), a torch.bfloat16 tensor (stored as
+                bfloat16, read back as float32), a Python or numpy scalar (a
+                Python float is saved as float32, an int as int64), anything with
                 ``__array__``, or None when only reductions are saved.
             step: the global step (>= 0).
             mode: modes.TRAIN (default), EVAL, PREDICT, or GLOBAL for a writer

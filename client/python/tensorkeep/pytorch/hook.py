@@ -906,11 +906,13 @@ def _as_cpu_tensor(value: Any) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(arr))
 
 
-def _to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A numpy view of ``t`` (the Writer copies it before returning)."""
+def _to_numpy(t: torch.Tensor) -> Any:
+    """A numpy view of ``t`` (the Writer copies it before returning); a bfloat16
+    tensor stays a tensor, which the Writer stores as bfloat16 (numpy has no
+    bfloat16)."""
     if t.dtype == torch.bfloat16:
-        t = t.float()
-    elif t.is_complex():
+        return t
+    if t.is_complex():
         raise TypeError(f"complex tensors ({t.dtype}) are not supported")
     if t.is_conj():
         t = t.resolve_conj()
