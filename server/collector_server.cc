@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   TK_ASSIGN_OR_RETURN(auto credentials,
                       MakeServerCredentials(options.security, options.listen, s->access_.get()));
   TK_ASSIGN_OR_RETURN(s->store_, LevelDbTensorStore::Open(options.store));
+  if (!s->store_->open_note().empty()) spdlog::warn("{}", s->store_->open_note());
   auto collector = Collector::Create(options.collector, s->store_.get());
   if (!collector.ok()) {
     return absl::Status(

@@ -25,6 +25,10 @@ namespace {
 
 constexpr char kDefaultListen[] = "127.0.0.1:7077";
 constexpr uint64_t kDefaultMinFreeDiskBytes = uint64_t{256} << 20;
+// The disk reserve (storage/disk_reserve.h) that lets the collector start on a
+// disk something else filled: more than the index's 64 MiB write buffer, which
+// opening may write out as a table.
+constexpr uint64_t kStartReserveBytes = uint64_t{80} << 20;
 
 constexpr char kUsage[] =
     "usage: tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]\n"
@@ -90,6 +94,7 @@ int main(int argc, char** argv) {
   options.listen = kDefaultListen;
   options.store.path = DefaultDataDir();
   options.store.min_free_bytes = kDefaultMinFreeDiskBytes;
+  options.store.start_reserve_bytes = kStartReserveBytes;
   std::string level = "info";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

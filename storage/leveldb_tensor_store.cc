@@ -17,6 +17,7 @@
 #include "leveldb/env.h"
 #include "leveldb/filter_policy.h"
 #include "leveldb/write_batch.h"
+#include "storage/disk_reserve.h"
 #include "storage/keys.h"
 #include "storage/pread_env.h"
 #include "storage/stored.pb.h"
@@ -107,6 +108,8 @@ struct LevelDbTensorStore::Impl {
   std::unique_ptr<leveldb::Cache> cache;
   std::unique_ptr<const leveldb::FilterPolicy> filter;
   std::unique_ptr<ValueLog> values;
+  std::unique_ptr<DiskReserve> reserve;  // null without a reserve
+  std::string open_note;
 
   // Writes one at a time; a reopen happens only under write_mu and db_mu.
   absl::Mutex write_mu ABSL_ACQUIRED_BEFORE(db_mu);
@@ -116,6 +119,9 @@ struct LevelDbTensorStore::Impl {
   // The disk guard: free bytes as last measured, less what was written since,
   // and when to measure again.
   uint64_t free_estimate ABSL_GUARDED_BY(write_mu) = 0;
+  bool reserve_held ABSL_GUARDED_BY(write_mu) = false;
+  // Released to open on a full disk and not taken back yet.
+  bool reserve_released ABSL_GUARDED_BY(write_mu) = false;
   std::chrono::steady_clock::time_point next_free_check ABSL_GUARDED_BY(write_mu);
 
   // Readers hold db_mu shared while they use `index`; a reopen exclusively.
@@ -200,13 +206,37 @@ absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
     // ValueLog::kMaxOpenFiles more, well inside the usual limit of 1024.
     opts.max_open_files = 500;
   }
+  if (options.env == nullptr && options.start_reserve_bytes > 0) {
+    impl->reserve = std::make_unique<DiskReserve>(options.path, options.start_reserve_bytes);
+  }
   // The index database at the root: its lock guards the whole directory.
   impl->db_options = opts;
-  TK_ASSIGN_OR_RETURN(impl->index, OpenDb(opts, options.path));
+  auto db = OpenDb(opts, options.path);
+  if (absl::IsResourceExhausted(db.status()) && impl->reserve != nullptr &&
+      impl->reserve->Release()) {
+    impl->open_note = absl::StrCat(
+        "the filesystem of ", options.path, " is full: released the ",
+        options.start_reserve_bytes >> 20, " MiB disk reserve (", impl->reserve->path(),
+        ") to start; new data is refused until space is freed there, queries go on");
+    impl->reserve_released = true;
+    db = OpenDb(opts, options.path);
+    if (!db.ok()) {
+      return absl::Status(db.status().code(),
+                          absl::StrCat(db.status().message(), " (even after releasing the ",
+                                       options.start_reserve_bytes >> 20, " MiB disk reserve)"));
+    }
+  }
+  if (!db.ok()) return db.status();
+  impl->index = std::move(*db);
   TK_ASSIGN_OR_RETURN(impl->values, ValueLog::Open(opts.env, options.path + "/" + kValuesSubdir,
                                                    /*sync_directory=*/options.env == nullptr,
                                                    options.value_file_bytes));
-  return std::unique_ptr<LevelDbTensorStore>(new LevelDbTensorStore(std::move(impl)));
+  auto store = std::unique_ptr<LevelDbTensorStore>(new LevelDbTensorStore(std::move(impl)));
+  {
+    absl::MutexLock lock(&store->impl_->write_mu);
+    store->TakeReserveIfRoom(0);
+  }
+  return store;
 }
 
 std::unique_ptr<TensorStore::Batch> LevelDbTensorStore::NewBatch() {
@@ -245,6 +275,24 @@ absl::Status LevelDbTensorStore::RepairAfterFailure() {
   return absl::OkStatus();
 }
 
+const std::string& LevelDbTensorStore::open_note() const { return impl_->open_note; }
+
+void LevelDbTensorStore::TakeReserveIfRoom(uint64_t bytes) {
+  DiskReserve* reserve = impl_->reserve.get();
+  if (reserve == nullptr || impl_->reserve_held) return;
+  if (reserve->Held()) {
+    impl_->reserve_held = true;
+    return;
+  }
+  const std::optional<uint64_t> free = MeasureFreeBytes();
+  if (!free.has_value() ||
+      *free < reserve->bytes() + impl_->options.min_free_bytes + bytes) {
+    return;  // not now: the disk guard's margin comes first
+  }
+  impl_->reserve_held = reserve->Take().ok();
+  if (impl_->reserve_held) impl_->reserve_released = false;
+}
+
 std::optional<uint64_t> LevelDbTensorStore::MeasureFreeBytes() const {
   if (impl_->options.free_bytes) return impl_->options.free_bytes();
   if (impl_->options.env == nullptr) return FreeBytes(impl_->options.path);
@@ -258,18 +306,26 @@ absl::Status LevelDbTensorStore::CheckFreeSpace(uint64_t bytes) {
   // as soon as space is back); in between, what was written is subtracted.
   const auto now = std::chrono::steady_clock::now();
   if (now >= impl_->next_free_check || impl_->free_estimate < keep + bytes) {
+    TakeReserveIfRoom(bytes);  // back once there is room for it
     const std::optional<uint64_t> free = MeasureFreeBytes();
     if (!free.has_value()) return absl::OkStatus();  // unknown: no guard
     impl_->free_estimate = *free;
     impl_->next_free_check = now + std::chrono::milliseconds(100);
   }
-  if (impl_->free_estimate < keep + bytes) {
+  // A reserve released to start on a full disk comes back before new data.
+  const uint64_t owed = impl_->reserve_released ? impl_->reserve->bytes() : 0;
+  if (impl_->free_estimate < keep + owed + bytes) {
     return MakeError(
         Reason::kStorageFull,
-        absl::StrCat("the collector's data directory ", impl_->options.path, " has ",
-                     impl_->free_estimate >> 20, " MiB free, and it keeps ", keep >> 20,
-                     " MiB free (--min-free-disk-mb): new data is refused until space is freed "
-                     "there; queries go on, and writers resend by themselves"));
+        absl::StrCat(
+            "the collector's data directory ", impl_->options.path, " has ",
+            impl_->free_estimate >> 20, " MiB free, and it keeps ", keep >> 20,
+            " MiB free (--min-free-disk-mb)",
+            owed == 0 ? ""
+                      : absl::StrCat(" besides its ", owed >> 20,
+                                     " MiB disk reserve, released to start on a full disk"),
+            ": new data is refused until space is freed there; queries go on, and writers "
+            "resend by themselves"));
   }
   impl_->free_estimate -= bytes;
   return absl::OkStatus();

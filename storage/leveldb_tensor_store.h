@@ -60,6 +60,13 @@ struct LevelDbOptions {
   // The free bytes the disk guard and the reopen check go by; unset: statvfs
   // of `path` (on the default Env only). Tests give their own.
   std::function<std::optional<uint64_t>()> free_bytes;
+  // Space kept in `path`/RESERVE (storage/disk_reserve.h) so that the store
+  // opens even on a filesystem something else filled: an open that fails for
+  // want of space releases it and tries again (the disk guard then refuses
+  // new data until space is freed), and it is taken back once the filesystem
+  // has room for it besides min_free_bytes. It must exceed write_buffer_size
+  // (opening writes the recovered log out as a table). Default Env only; 0: none.
+  uint64_t start_reserve_bytes = 0;
 };
 
 class LevelDbTensorStore : public TensorStore {
@@ -68,6 +75,10 @@ class LevelDbTensorStore : public TensorStore {
   // FailedPrecondition when another process holds the database's lock, and
   // with DataLoss when the database is corrupt; the message names the path.
   static absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> Open(const LevelDbOptions& options);
+
+  // What the open had to do that an operator should know (e.g. that it
+  // released the disk reserve to start on a full disk); empty if nothing.
+  const std::string& open_note() const;
 
   ~LevelDbTensorStore() override;
 
@@ -100,6 +111,9 @@ class LevelDbTensorStore : public TensorStore {
   // Free bytes of the directory's filesystem (LevelDbOptions::free_bytes, or
   // statvfs on the default Env); std::nullopt when unknown.
   std::optional<uint64_t> MeasureFreeBytes() const;
+  // Takes the disk reserve back when it is not held and the filesystem has
+  // room for it besides min_free_bytes and a write of `bytes`.
+  void TakeReserveIfRoom(uint64_t bytes);
   // The disk guard (LevelDbOptions::min_free_bytes) for a write of `bytes`.
   absl::Status CheckFreeSpace(uint64_t bytes);
   // The value a large value's index entry `encoded_ref` points to.

@@ -181,3 +181,72 @@ def test_the_disk_guard_refuses_new_data_before_the_disk_fills_and_queries_go_on
     finally:
         release_clients()
         server.stop()
+
+
+def _reserve_bytes(data) -> int:
+    """Allocated bytes of the collector's disk reserve (0 when absent)."""
+    try:
+        return os.stat(data / "RESERVE").st_blocks * 512
+    except FileNotFoundError:
+        return 0
+
+
+def test_starts_on_a_disk_something_else_filled_and_takes_its_reserve_back(small_disk, tmp_path):
+    """Issue 11: the collector could not start again while the disk was full.
+    It keeps a reserve file; on a disk filled by something else it releases
+    it to start, serves queries, refuses new data until space is freed, then
+    writes again and takes the reserve back."""
+    if server_binary() is None:
+        pytest.skip("tensorkeep-server not built")
+    data = small_disk / "data"
+    data.mkdir()
+    log_path = tmp_path / "server.log"
+    server = ServerProcess(str(data), str(log_path), ["--min-free-disk-mb", "16"])
+    server.start()
+    rng = np.random.default_rng(5)
+    values = [rng.standard_normal(VALUE, dtype=np.float32) for _ in range(4)]
+    filler = None
+    try:
+        assert _reserve_bytes(data) >= 80 << 20, "no disk reserve was taken at start"
+        w = Writer(server.url("before"))
+        for step in range(4):
+            w.write_tensor("w", values[step], step=step, mode=modes.TRAIN)
+            w.end_step(step)
+        w.close(end_of_training=True, timeout=60)
+        release_clients()
+        server.stop()
+        # Something else fills the disk to the last byte while the collector is down.
+        filler = _fill(small_disk, 0)
+        with open(filler, "ab", buffering=0) as f:  # the last partial MiB too
+            try:
+                while f.write(b"\0" * 4096):
+                    pass
+            except OSError:
+                pass
+        assert os.statvfs(small_disk).f_bavail == 0
+
+        server.start()
+        with open(log_path, errors="replace") as f:
+            log = f.read()
+        assert "released the 80 MiB disk reserve" in log, log[-2000:]
+        # Queries are served.
+        before = create_trial(server.url("before"))
+        assert before.steps() == [0, 1, 2, 3]
+        got = before.tensor("w").values()
+        for step in range(4):
+            assert np.array_equal(got[step], values[step])
+        before.close()
+        # New data waits for space (refused with the reason), then goes through.
+        done, errors = _train_in_background(server.url("after"), values)
+        log = _wait_for_log(log_path, "keeps 16 MiB free", done)
+        assert "keeps 16 MiB free" in log, f"new data was not refused on a full disk: {log[-2000:]}"
+        assert not done.is_set(), f"the writer finished on a full disk: {errors}"
+        os.remove(filler)
+        filler = None
+        assert done.wait(120), "writing did not resume after space was freed"
+        assert not errors, errors
+        _assert_every_step(server.url("after"), values)
+        assert _reserve_bytes(data) >= 80 << 20, "the disk reserve was not taken back"
+    finally:
+        release_clients()
+        server.stop()
