@@ -15,6 +15,10 @@
 #include "base/tokens.h"
 #include "client/cli/args.h"
 #include "client/cli/bar_chart.h"
+#include "client/cli/cli_errors.h"
+#include "client/cli/smdebug_export.h"
+#include "client/cli/smdebug_import.h"
+#include "client/cli/tensorboard_export.h"
 #include "client/trial.h"
 #include "client/writer.h"
 #include "google/protobuf/struct.pb.h"
@@ -55,25 +59,21 @@ commands:
   watch TRIAL [--from N]                   print each newly complete step
   rules TRIAL [--watch]                    rule statuses
   health                                   exit 0 if the collector is SERVING (grpc health)
+  export-tensorboard TRIAL DIR [--follow] [--reductions mean,std,...]
+                                           TensorBoard event files, one run directory per
+                                           worker: scalar tensors and the chosen reductions
+                                           (abs_ prefix for |x|; default mean,std) as
+                                           scalars, the others as histograms; --follow keeps
+                                           writing as steps complete until the trial ends
+                                           (or Ctrl-C)
+  import-smdebug DIR TRIAL                 an smdebug trial directory into a new trial
+  export-smdebug TRIAL DIR                 a trial as smdebug's layout (create_trial(DIR))
   token-new NAME ROLE [TRIAL_PREFIX...]    make a token (ROLE: read, write or admin) and
                                            print it once, with its line for the
                                            collector's --auth-tokens file
 
 connection options (before or after the command):
 )";
-
-int Fail(const absl::Status& status) {
-  const Reason reason = GetReason(status);
-  std::cerr << "tensorkeep: ";
-  if (reason != Reason::kNone) std::cerr << ReasonName(reason) << ": ";
-  std::cerr << status.message() << "\n";
-  return 1;
-}
-
-int UsageError(const std::string& message) {
-  std::cerr << "tensorkeep: " << message << "\n(run `tensorkeep --help` for usage)\n";
-  return 2;
-}
 
 std::string ToJson(const google::protobuf::Message& m) {
   std::string out;
@@ -614,6 +614,16 @@ int RunCli(const std::vector<std::string>& argv) {
       {"watch", {Watch, {"from"}, {}}},
       {"rules", {Rules, {}, {"watch"}}},
       {"health", {Health, {}, {}}},
+      {"export-tensorboard",
+       {[](const Args& a, Context& c) { return ExportTensorboard(a, c.connection); },
+        {"reductions"},
+        {"follow"}}},
+      {"import-smdebug",
+       {[](const Args& a, Context& c) { return ImportSmdebug(a, c.connection, c.security); },
+        {},
+        {}}},
+      {"export-smdebug",
+       {[](const Args& a, Context& c) { return ExportSmdebug(a, c.connection); }, {}, {}}},
   };
   // Connection flags, before or after the command.
   std::string server;
