@@ -36,6 +36,7 @@ from tensorkeep.pytorch import hook as hook_module  # noqa: E402
 torch.set_num_threads(1)
 
 FIXTURE_DIRS = [
+    pathlib.Path(__file__).resolve().parent / "fixtures" / "smdebug",  # in the repo
     pathlib.Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "smdebug",
     pathlib.Path("/work/shared/fixtures/smdebug"),
 ]

@@ -160,8 +160,12 @@ class Hook:
 
     Args:
       out_dir: ``tensorkeep://HOST:PORT/TRIAL`` (or what ``tensorkeep.Writer`` accepts).
-      export_tensorboard, tensorboard_dir: accepted for compatibility; TensorBoard
-        export is not supported (a warning says so when asked for).
+      export_tensorboard, tensorboard_dir: write TensorBoard event files of the trial
+        into ``tensorboard_dir`` (one run directory per worker) as steps complete,
+        by running ``tensorkeep export-tensorboard --follow`` (the CLI, found at
+        ``$TENSORKEEP_CLI`` or on PATH; refused without it) from the process of
+        rank 0. As in smdebug, a ``tensorboard_dir`` alone also exports;
+        ``export_tensorboard=True`` alone writes to ``./tensorboard/<trial>``.
       dry_run: when True, nothing is sent (and no connection is made).
       reduction_config: the default ``ReductionConfig`` of collections that have
         none; default: save the full tensors.
@@ -203,8 +207,10 @@ class Hook:
     ):
         if not dry_run and not out_dir:
             raise ValueError("out_dir must be a tensorkeep URL: tensorkeep://HOST:PORT/TRIAL")
-        if export_tensorboard or tensorboard_dir:
-            logger.warning("tensorkeep: TensorBoard export is not supported; ignoring it")
+        if (export_tensorboard or tensorboard_dir) and not dry_run:
+            from . import tensorboard
+
+            tensorboard.find_cli()  # refuse before anything connects
         if include_workers not in ("one", "all"):
             raise ValueError(f"include_workers={include_workers!r} must be 'one' or 'all'")
         if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
@@ -301,6 +307,24 @@ class Hook:
                 logger.info(
                     "tensorkeep: %s does not save (include_workers='one'); "
                     "should_stop() still follows the trial", self.worker
+                )
+        # -- TensorBoard export (tensorboard.py) ------------------------------------------
+        self.tensorboard_dir: Optional[str] = None
+        self._tensorboard: Any = None
+        if export_tensorboard or tensorboard_dir:
+            from tensorkeep import _address, _credentials
+
+            from . import tensorboard
+
+            addr = _address.parse(out_dir) if out_dir else None
+            self.tensorboard_dir = tensorboard.resolve_dir(
+                export_tensorboard, tensorboard_dir, addr.trial if addr else "dry_run"
+            )
+            if self.dry_run:
+                logger.warning("tensorkeep: dry_run: nothing is saved, so nothing is exported to TensorBoard")
+            elif rank in (None, 0):
+                self._tensorboard = tensorboard.TensorBoardExport(
+                    addr.target, addr.trial, self.tensorboard_dir, _credentials.resolve()
                 )
         set_hook(self)
         atexit.register(_close_at_exit, weakref.ref(self))
@@ -823,7 +847,13 @@ class Hook:
                     if self._scalar_cache:
                         self._flush_scalars()
             finally:
-                self._writer.close(end_of_training=True, timeout=timeout)
+                try:
+                    self._writer.close(end_of_training=True, timeout=timeout)
+                finally:
+                    if self._tensorboard is not None:
+                        self._tensorboard.close(trial_ends=self.num_workers == 1, timeout=timeout)
+        elif self._tensorboard is not None:
+            self._tensorboard.close(trial_ends=False, timeout=timeout)
         if self._stop_poll is not None:
             self._stop_poll.close()
         if get_hook() is self:
