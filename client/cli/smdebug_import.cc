@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/errors.h"
@@ -161,7 +162,7 @@ struct Summary {
 // Every record of one worker: step -> name -> record.
 using WorkerRecords = std::map<uint64_t, std::map<std::string, v1::TensorRecord>>;
 
-absl::Status ReadEventFile(const fs::path& path, const smdebug::StepFile& where,
+absl::Status ReadEventFile(const fs::path& path, const smdebug::StepFile& where, bool warn,
                            WorkerRecords* records, Summary* summary) {
   TK_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   auto scan = tfrecord::ScanRecords(bytes, /*accept_placeholder=*/true);
@@ -169,9 +170,10 @@ absl::Status ReadEventFile(const fs::path& path, const smdebug::StepFile& where,
     return absl::DataLossError(absl::StrCat(path.string(), ": ", scan.status().message()));
   if (scan->truncated) {
     ++summary->truncated_files;
-    std::cerr << "tensorkeep: warning: " << path.string() << " ends inside a record at byte "
-              << scan->truncated_at << " (cut by a crash?): its " << scan->records.size()
-              << " whole records are imported\n";
+    if (warn)
+      std::cerr << "tensorkeep: warning: " << path.string() << " ends inside a record at byte "
+                << scan->truncated_at << " (cut by a crash?): its " << scan->records.size()
+                << " whole records are imported\n";
   }
   for (const auto& rec : scan->records) {
     tfevent::Event event;
@@ -185,8 +187,16 @@ absl::Status ReadEventFile(const fs::path& path, const smdebug::StepFile& where,
       int mode = client::kGlobal;
       uint64_t mode_step = where.step;
       for (const auto& p : v.metadata().plugin_data()) {
-        if (p.plugin_name() == smdebug::kModeStepPlugin) mode_step = std::stoull(p.content());
-        if (p.plugin_name() == smdebug::kModePlugin) mode = std::stoi(p.content());
+        const bool ok = p.plugin_name() == smdebug::kModeStepPlugin
+                            ? absl::SimpleAtoi(p.content(), &mode_step)
+                        : p.plugin_name() == smdebug::kModePlugin
+                            ? absl::SimpleAtoi(p.content(), &mode) && mode >= 1 && mode <= 4
+                            : true;
+        if (!ok) {
+          return absl::DataLossError(absl::StrCat(path.string(), ": tensor ", v.tag(), " has ",
+                                                  p.plugin_name(), " '", p.content(),
+                                                  "', not a mode (1-4) or a step"));
+        }
       }
       const auto dtype = smdebug::FromDataType(v.tensor().dtype());
       if (!dtype.has_value()) {
@@ -219,7 +229,11 @@ absl::Status ReadEventFile(const fs::path& path, const smdebug::StepFile& where,
         r.set_dtype(*dtype);
         r.clear_shape();
         for (const auto& d : v.tensor().tensor_shape().dim()) r.add_shape(d.size());
-        TK_RETURN_IF_ERROR(CheckValueSize(static_cast<DType>(*dtype), r.shape(), data.size()));
+        if (absl::Status size = CheckValueSize(static_cast<DType>(*dtype), r.shape(), data.size());
+            !size.ok()) {
+          return absl::DataLossError(
+              absl::StrCat(path.string(), ": tensor ", v.tag(), ": ", size.message()));
+        }
         r.set_has_value(true);
         *r.mutable_data() = std::move(data);
         ++summary->values;
@@ -283,18 +297,29 @@ int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
   const bool ended = fs::exists(dir / smdebug::kEndFile, ec);
 
   Summary summary;
-  ProgressBar bar("importing", total, "event files");
-  uint64_t done = 0;
   for (auto& [worker, list] : files) {
     std::sort(list.begin(), list.end(),
               [](const auto& a, const auto& b) { return a.first.step < b.first.step; });
-    WorkerRecords records;
-    for (const auto& [where, path] : list) {
-      absl::Status s = ReadEventFile(path, where, &records, &summary);
-      if (!s.ok()) return Fail(s);
-      bar.Update(++done);
-      ++summary.files;
+  }
+  // Every file is checked first, so that a damaged directory fails before
+  // anything is written; then each is read again and sent, one file in memory
+  // at a time.
+  {
+    ProgressBar check("checking", total, "event files");
+    Summary scratch_summary;
+    uint64_t checked = 0;
+    for (const auto& [worker, list] : files) {
+      for (const auto& [where, path] : list) {
+        WorkerRecords scratch;
+        absl::Status s = ReadEventFile(path, where, /*warn=*/true, &scratch, &scratch_summary);
+        if (!s.ok()) return Fail(s);
+        check.Update(++checked);
+      }
     }
+  }
+  ProgressBar bar("importing", total, "event files");
+  uint64_t done = 0;
+  for (const auto& [worker, list] : files) {
     const CollectionsFile* colls = nullptr;
     if (auto it = collections.find(worker); it != collections.end()) {
       colls = &it->second;
@@ -309,19 +334,26 @@ int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
     opts.num_workers = num_workers;
     auto writer = client::Writer::Open(opts);
     if (!writer.ok()) return Fail(writer.status());
-    for (auto& [step, by_name] : records) {
-      for (auto& [name, record] : by_name) {
-        if (colls != nullptr) {
-          for (auto& c : CollectionsOf(name, *colls)) {
-            summary.collections.insert(c);
-            record.add_collections(std::move(c));
+    for (const auto& [where, path] : list) {
+      WorkerRecords records;
+      absl::Status s = ReadEventFile(path, where, /*warn=*/false, &records, &summary);
+      if (!s.ok()) return Fail(s);
+      ++summary.files;
+      for (auto& [step, by_name] : records) {
+        for (auto& [name, record] : by_name) {
+          if (colls != nullptr) {
+            for (auto& c : CollectionsOf(name, *colls)) {
+              summary.collections.insert(c);
+              record.add_collections(std::move(c));
+            }
           }
+          s = (*writer)->Write(std::move(record));
+          if (!s.ok()) return Fail(s);
         }
-        absl::Status s = (*writer)->Write(std::move(record));
+        s = (*writer)->EndStep(step);
         if (!s.ok()) return Fail(s);
       }
-      absl::Status s = (*writer)->EndStep(step);
-      if (!s.ok()) return Fail(s);
+      bar.Update(++done);
     }
     absl::Status s = (*writer)->Close(ended);
     if (!s.ok()) return Fail(s);

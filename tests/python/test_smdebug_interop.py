@@ -327,3 +327,38 @@ def _smdebug_reads(path, directory, expected):
     r = subprocess.run([sys.executable, "-c", code, directory, expected],
                        env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("damage", ["data_crc", "length_crc", "not_an_event", "bad_mode", "shape_mismatch"])
+def test_import_of_a_damaged_directory_fails_with_a_message(server, trial_name, tmp_path, damage):
+    d = tmp_path / "damaged"
+    shutil.copytree(os.path.join(FIXTURES, "two_workers"), d)
+    # The last worker's file: the check comes before anything is written.
+    victim = d / "events" / "000000000002" / "000000000002_worker_1.tfevents"
+    data = bytearray(victim.read_bytes())
+    recs, _ = tfr.read_records(bytes(data), "smdebug")
+    off, payload = recs[1]
+    if damage == "data_crc":
+        data[off + 12 + len(payload)] ^= 0xFF  # neither the placeholder nor the data's CRC
+        want = "CRC"
+    elif damage == "length_crc":
+        data[off + 8] ^= 0x01
+        want = "CRC"
+    elif damage == "not_an_event":
+        data[off + 12:off + 12 + len(payload)] = b"\xff" * len(payload)  # smdebug's CRC ignores the data
+        want = "not an Event"
+    elif damage == "bad_mode":
+        i = bytes(data).index(b"mode\x12\x011", off)
+        data[i + 6] = ord("x")
+        want = "not a mode"
+    else:
+        # labels: shape [5] int64 -> claim [6] (the dimension's size varint).
+        i = bytes(data).index(b"\x08\x05\x12\x08labels_5", off)
+        data[i + 1] = 6
+        want = "labels"
+    victim.write_bytes(bytes(data))
+    r = _cli(server, "import-smdebug", str(d), trial_name, check=False)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert want in r.stderr and "000000000002_worker_1.tfevents" in r.stderr, r.stderr
+    # Nothing was imported: no half trial to clean up.
+    assert "TRIAL_NOT_FOUND" in _cli(server, "info", trial_name, check=False).stderr
