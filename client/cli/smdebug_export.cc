@@ -13,6 +13,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "client/cli/cli_errors.h"
+#include "client/cli/collector_wait.h"
 #include "client/cli/progress_bar.h"
 #include "client/cli/smdebug_layout.h"
 #include "client/trial.h"
@@ -121,6 +122,7 @@ int ExportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
         dir.string(),
         " already holds an smdebug trial (events/ or index/); choose an empty directory")));
   }
+  if (absl::Status up = WaitForCollector(*connection); !up.ok()) return Fail(up);
   client::Trial trial(connection, trial_name);
   auto summary = trial.Summary();
   if (!summary.ok()) return Fail(summary.status());

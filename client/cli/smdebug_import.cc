@@ -16,6 +16,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "client/cli/cli_errors.h"
+#include "client/cli/collector_wait.h"
 #include "client/cli/progress_bar.h"
 #include "client/cli/smdebug_layout.h"
 #include "client/trial.h"
@@ -257,6 +258,7 @@ int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
     return Fail(absl::NotFoundError(
         absl::StrCat(dir.string(), " is not an smdebug trial directory (no events/ in it)")));
   }
+  if (absl::Status up = WaitForCollector(*connection); !up.ok()) return Fail(up);
   // Importing into an existing trial would mix two runs: refuse at once.
   if (client::Trial(connection, trial_name).Summary().ok()) {
     return Fail(absl::AlreadyExistsError(

@@ -15,6 +15,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "client/cli/cli_errors.h"
+#include "client/cli/collector_wait.h"
 #include "client/cli/interrupt.h"
 #include "client/trial.h"
 #include "tensor/dtype.h"
@@ -181,6 +182,7 @@ int ExportTensorboard(const Args& args, const std::shared_ptr<Connection>& conne
   const std::string& trial_name = args.positional()[0];
   auto reductions = ParseReductions(args.Get("reductions").value_or("mean,std"));
   if (!reductions.ok()) return UsageError(std::string(reductions.status().message()));
+  if (absl::Status up = WaitForCollector(*connection); !up.ok()) return Fail(up);
   client::Trial trial(connection, trial_name);
   // Without --follow a trial that does not exist is an error at once, not an
   // empty export; with it, the exporter may start before the training job's

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import server_binary
+from tensorkeep import _channel
 from tensorkeep.exceptions import TensorUnavailableForStep
 from tensorkeep.trials import create_trial
 import tfrecord_reader as tfr
@@ -363,4 +364,10 @@ def test_import_of_a_damaged_directory_fails_with_a_message(server, trial_name, 
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert want in r.stderr and "000000000002_worker_1.tfevents" in r.stderr, r.stderr
     # Nothing was imported: no half trial to clean up.
-    assert "TRIAL_NOT_FOUND" in _cli(server, "info", trial_name, check=False).stderr
+    channel = _channel.open_channel(server.address)
+    try:
+        trials = _channel.pb_grpc.TensorKeepStub(channel).ListTrials(
+            _channel.pb.ListTrialsRequest(), timeout=60, wait_for_ready=True).trials
+    finally:
+        channel.close()
+    assert trial_name not in [t.name for t in trials]
