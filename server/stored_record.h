@@ -1,4 +1,6 @@
-// How the collector lays out one tensor record in the store.
+// How the collector lays out one tensor record in the store: the mapping
+// between the wire's TensorRecord and the stored schema (storage/stored.proto's
+// RecordMeta, record blocks of storage/record_block.h).
 //
 // The records one push message writes for one step are sorted by name and
 // packed into record blocks (storage/record_block.h) of about
@@ -28,9 +30,9 @@ inline bool StoresInline(const v1::TensorRecord& record) {
   return !record.has_value() || record.value_size() <= kMaxInlineValueBytes;
 }
 
-// The block entry's metadata of `record`. The record is only borrowed: its
-// name, step and data are set aside while it is serialized.
-std::string EncodeRecordMeta(v1::TensorRecord& record);
+// The block entry's metadata of `record` (a serialized storage::RecordMeta:
+// everything but its name, step and data).
+std::string EncodeRecordMeta(const v1::TensorRecord& record);
 
 // The record (without data) of a block entry at `step`.
 absl::StatusOr<v1::TensorRecord> DecodeRecordMeta(const RecordBlock::Entry& entry, uint64_t step);

@@ -149,5 +149,52 @@ TEST_F(RecordLayoutTest, AReductionNeverSeesAValueThatWasRewrittenSince) {
   EXPECT_NEAR(reduce(), mean_of(second), 1e-9);
 }
 
+// The stored schema (storage::RecordMeta) reads what storage format 7 wrote
+// before it existed, the wire's TensorRecord serialized without name, step and
+// data, and writes the same bytes: data directories stay readable both ways.
+TEST(StoredRecordTest, RecordMetaReadsAndWritesTheBytesFormat7Stored) {
+  v1::TensorRecord full;
+  full.set_name("layer.weight");
+  full.set_step(41);
+  full.set_mode(v1::EVAL);
+  full.set_mode_step(7);
+  full.set_dtype(v1::BFLOAT16);
+  full.add_shape(3);
+  full.add_shape(0);
+  full.add_shape(-1);  // never stored, but the encoding of a negative must match too
+  full.set_data("xx");
+  full.set_value_size(123456);
+  full.set_has_value(true);
+  for (const auto& [name, abs, value] :
+       std::vector<std::tuple<std::string, bool, double>>{{"mean", false, -0.5}, {"l2", true, 3e300}}) {
+    v1::Reduction* r = full.add_reductions();
+    r->set_name(name);
+    r->set_abs(abs);
+    r->set_value(value);
+  }
+  full.add_collections("weights");
+  full.add_collections("default");
+
+  v1::TensorRecord old_meta = full;  // what format 7 serialized
+  old_meta.clear_name();
+  old_meta.clear_step();
+  old_meta.clear_data();
+  const std::string old_bytes = old_meta.SerializeAsString();
+  EXPECT_EQ(EncodeRecordMeta(full), old_bytes);
+
+  RecordBlock::Entry entry;
+  entry.name = full.name();
+  entry.meta = old_bytes;
+  auto decoded = DecodeRecordMeta(entry, 41);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  v1::TensorRecord want = full;
+  want.clear_data();
+  EXPECT_EQ(decoded->SerializeAsString(), want.SerializeAsString());
+
+  const std::string garbage("\xff\xff\xff", 3);
+  entry.meta = garbage;
+  EXPECT_EQ(DecodeRecordMeta(entry, 41).status().code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace tensorkeep
