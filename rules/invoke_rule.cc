@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/errors.h"
-#include "rules/step_stream.h"
+#include "client/step_stream.h"
 #include "spdlog/spdlog.h"
 
 namespace tensorkeep {
@@ -79,12 +79,12 @@ absl::StatusOr<InvokeSummary> InvokeRule(Rule& rule, const InvokeOptions& option
   if (options.end_step.has_value() && *options.end_step <= options.start_step) {
     return summary;
   }
-  StepStreamOptions stream_options;
+  client::StepStreamOptions stream_options;
   stream_options.from_step = options.start_step;
   stream_options.wait_for_trial = options.wait_for_trial;
   stream_options.reconnect_timeout = options.reconnect_timeout;
-  std::unique_ptr<StepStream> stream =
-      StepStream::Start(rule.base_trial().connection(), rule.base_trial().name(), stream_options);
+  std::unique_ptr<client::StepStream> stream =
+      client::StepStream::Start(rule.base_trial().connection(), rule.base_trial().name(), stream_options);
 
   // Records an issue; returns an error to end with, or whether to go on.
   auto on_issue = [&](RuleIssue issue) -> absl::StatusOr<bool> {

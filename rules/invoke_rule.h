@@ -1,7 +1,7 @@
 // InvokeRule: evaluates a rule at each complete step of its base trial, one
 // after the other (smdebug's invoke_rule), as the steps complete.
 //
-// The steps come from the collector's WatchSteps stream (rules/step_stream.h):
+// The steps come from the collector's WatchSteps stream (client/step_stream.h):
 // every complete global step >= start_step, in increasing order, without
 // polling. For each step below end_step (exclusive), Rule::InvokeAtStep runs:
 //   - an error with reason TensorUnavailableForStep, StepUnavailable or

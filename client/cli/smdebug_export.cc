@@ -59,7 +59,7 @@ class StepFile {
     (*index_.mutable_fields())["shape_payload"].mutable_list_value();
     (*index_.mutable_fields())["tensor_payload"].mutable_list_value();
     auto* meta = (*index_.mutable_fields())["meta"].mutable_struct_value()->mutable_fields();
-    (*meta)["mode"].set_string_value(smdebug::ModeName(mode));
+    (*meta)["mode"].set_string_value(client::ModeText(mode));
     (*meta)["mode_step"].set_number_value(static_cast<double>(mode_step));
     (*meta)["event_file_name"].set_string_value(smdebug::EventFilePath(step, worker_));
   }

@@ -109,19 +109,6 @@ std::optional<v1::DType> FromDataType(tfevent::DataType dtype) {
   }
 }
 
-std::string ModeName(int mode) {
-  switch (mode) {
-    case 1:
-      return "TRAIN";
-    case 2:
-      return "EVAL";
-    case 3:
-      return "PREDICT";
-    default:
-      return "GLOBAL";
-  }
-}
-
 }  // namespace smdebug
 }  // namespace cli
 }  // namespace tensorkeep

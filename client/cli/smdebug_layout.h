@@ -61,9 +61,6 @@ std::optional<ReductionOf> ParseReductionTensorName(const std::string& name);
 std::optional<tfevent::DataType> ToDataType(v1::DType dtype);
 std::optional<v1::DType> FromDataType(tfevent::DataType dtype);
 
-// "TRAIN", "EVAL", "PREDICT", "GLOBAL".
-std::string ModeName(int mode);
-
 }  // namespace smdebug
 }  // namespace cli
 }  // namespace tensorkeep

@@ -2,10 +2,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "client/cli/cli_errors.h"
 #include "client/cli/collector_wait.h"
 #include "client/cli/interrupt.h"
+#include "client/step_stream.h"
 #include "client/trial.h"
 #include "tensor/dtype.h"
 #include "tensor/histogram.h"
@@ -203,65 +202,28 @@ int ExportTensorboard(const Args& args, const std::shared_ptr<Connection>& conne
       if (!s.ok()) break;
     }
   } else {
-    // The current stream's context, cancelled by SIGINT/SIGTERM.
-    std::mutex mu;
-    std::condition_variable cv;
-    grpc::ClientContext* current = nullptr;
-    bool stop = false;
-    Interrupt interrupt([&] {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-      if (current != nullptr) current->TryCancel();
-      cv.notify_all();
-    });
-    bool said_waiting = false;
-    double backoff = 0.1;
-    uint64_t next_step = 0;
+    // The complete steps as they complete, waiting for a trial the training
+    // job has not written yet, reconnecting across collector restarts.
+    client::StepStreamOptions options;
+    options.reconnect_timeout = absl::Seconds(300);
+    options.on_waiting_for_trial = [&] {
+      std::cerr << "tensorkeep: waiting for trial " << trial_name << " to appear on "
+                << connection->address() << " (Ctrl-C to stop)" << std::endl;
+    };
+    std::unique_ptr<client::StepStream> stream =
+        client::StepStream::Start(connection, trial_name, options);
+    Interrupt interrupt([&] { stream->Cancel(); });
     while (true) {
-      grpc::ClientContext cc;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (stop) break;
-        current = &cc;
-      }
-      v1::WatchStepsRequest req;
-      req.set_trial(trial_name);
-      req.set_from_step(next_step);
-      auto reader = connection->stub()->WatchSteps(&cc, req);
-      v1::StepEvent ev;
-      bool ended = false;
-      while (reader->Read(&ev)) {
-        if (ev.end_of_trial()) {
-          ended = true;
-          break;
-        }
-        s = exporter.ExportStep(ev.step());
-        if (!s.ok()) {
-          cc.TryCancel();
-          break;
-        }
-        next_step = ev.step() + 1;
-        std::cout << "step " << ev.step() << " exported" << std::endl;
-      }
-      absl::Status finish = FromGrpc(reader->Finish(), &cc, *connection);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        current = nullptr;
-      }
-      if (!s.ok() || ended || interrupt.interrupted()) break;
-      if (GetReason(finish) != Reason::kTrialNotFound || exporter.steps() > 0) {
-        s = finish;
+      absl::StatusOr<std::optional<v1::StepEvent>> event = stream->Next();
+      if (!event.ok()) {
+        if (!interrupt.interrupted()) s = event.status();
         break;
       }
-      // The training job has not written yet: wait for its trial to appear.
-      if (!said_waiting) {
-        std::cerr << "tensorkeep: waiting for trial " << trial_name << " to appear on "
-                  << connection->address() << " (Ctrl-C to stop)" << std::endl;
-        said_waiting = true;
-      }
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, std::chrono::duration<double>(backoff), [&] { return stop; });
-      backoff = std::min(backoff * 2, 1.0);
+      if (!event->has_value()) continue;
+      if ((*event)->end_of_trial()) break;
+      s = exporter.ExportStep((*event)->step());
+      if (!s.ok()) break;
+      std::cout << "step " << (*event)->step() << " exported" << std::endl;
     }
     interrupted = interrupt.interrupted();
   }

@@ -1,5 +1,6 @@
 // StepStream: the complete global steps of a trial as they complete, from the
-// collector's WatchSteps stream, for rule invocation.
+// collector's WatchSteps stream: what rule invocation (rules/invoke_rule.h) and
+// `tensorkeep export-tensorboard --follow` consume.
 //
 // A reader thread holds the WatchSteps call and queues its events (at most
 // kMaxQueued; beyond that it stops reading and gRPC's flow control holds the
@@ -16,12 +17,13 @@
 // across reconnections. NoMoreData counts as the end of the trial.
 //
 // Thread safety: Next() from one thread at a time; Cancel() from any thread.
-#ifndef TENSORKEEP_RULES_STEP_STREAM_H_
-#define TENSORKEEP_RULES_STEP_STREAM_H_
+#ifndef TENSORKEEP_CLIENT_STEP_STREAM_H_
+#define TENSORKEEP_CLIENT_STEP_STREAM_H_
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,7 +37,7 @@
 #include "proto/tensorkeep.pb.h"
 
 namespace tensorkeep {
-namespace rules {
+namespace client {
 
 struct StepStreamOptions {
   // First global step of interest.
@@ -46,6 +48,9 @@ struct StepStreamOptions {
   absl::Duration reconnect_timeout = absl::Seconds(60);
   // Longest pause between two attempts to (re)connect.
   absl::Duration max_backoff = absl::Milliseconds(500);
+  // Called once (on the reader thread) when the trial does not exist yet and
+  // the stream waits for it; unset: logged at info level.
+  std::function<void()> on_waiting_for_trial;
 };
 
 class StepStream {
@@ -98,7 +103,7 @@ class StepStream {
   std::thread reader_;
 };
 
-}  // namespace rules
+}  // namespace client
 }  // namespace tensorkeep
 
-#endif  // TENSORKEEP_RULES_STEP_STREAM_H_
+#endif  // TENSORKEEP_CLIENT_STEP_STREAM_H_

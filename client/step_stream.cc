@@ -1,4 +1,4 @@
-#include "rules/step_stream.h"
+#include "client/step_stream.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "spdlog/spdlog.h"
 
 namespace tensorkeep {
-namespace rules {
+namespace client {
 
 std::unique_ptr<StepStream> StepStream::Start(std::shared_ptr<Connection> connection,
                                               std::string trial, const StepStreamOptions& options) {
@@ -132,7 +132,11 @@ void StepStream::ReadLoop() {
       return;
     } else if (reason == Reason::kTrialNotFound && options_.wait_for_trial) {
       if (!waiting_logged) {
-        spdlog::info("trial '{}' does not exist yet; waiting for it", trial_);
+        if (options_.on_waiting_for_trial) {
+          options_.on_waiting_for_trial();
+        } else {
+          spdlog::info("trial '{}' does not exist yet; waiting for it", trial_);
+        }
         waiting_logged = true;
       }
     } else if ((status.error_code() == grpc::StatusCode::UNAVAILABLE ||
@@ -156,5 +160,5 @@ void StepStream::ReadLoop() {
   FailWith(absl::CancelledError("the step stream was cancelled"));
 }
 
-}  // namespace rules
+}  // namespace client
 }  // namespace tensorkeep
