@@ -83,16 +83,19 @@ _current_hook: Optional["Hook"] = None
 def get_hook(json_config_path: Optional[str] = None, create_if_not_exists: bool = False) -> Optional["Hook"]:
     """The hook most recently created in this process (smdebug's singleton), or None.
 
-    tensorkeep has no SageMaker JSON configuration, so a hook cannot be created
-    here: ``create_if_not_exists=True`` with no hook raises ValueError.
+    With ``create_if_not_exists`` and no hook yet, one is created from SageMaker's
+    JSON configuration (``json_config_path``, else ``$SMDEBUG_CONFIG_FILE_PATH``,
+    else ``/opt/ml/input/config/debughookconfig.json``; see
+    ``tensorkeep.pytorch.json_config``) when that file exists, as smdebug does;
+    without the file the answer stays None.
     """
     with _hook_lock:
         hook = _current_hook
     if hook is None and create_if_not_exists:
-        raise ValueError(
-            "tensorkeep cannot create a hook from a JSON configuration; "
-            "create one with tensorkeep.pytorch.Hook(out_dir='tensorkeep://HOST:PORT/TRIAL')"
-        )
+        try:
+            hook = Hook.create_from_json_file(json_config_path)
+        except FileNotFoundError:
+            return None
     return hook
 
 
@@ -341,6 +344,18 @@ class Hook:
     def mode_steps(self) -> Dict[Any, int]:
         """The current step of each mode seen so far (-1 before its first step)."""
         return {client_mode(m): s for m, s in self._mode_steps.items()}
+
+    @classmethod
+    def create_from_json_file(cls, json_file_path: Optional[str] = None) -> "Hook":
+        """A hook made from SageMaker's JSON hook configuration, as smdebug's:
+        ``json_file_path``, else ``$SMDEBUG_CONFIG_FILE_PATH``, else
+        ``/opt/ml/input/config/debughookconfig.json``. Its ``LocalPath`` is the
+        trial's ``tensorkeep://`` URL (see ``tensorkeep.pytorch.json_config``).
+        FileNotFoundError without the file; ValueError naming the file for a
+        configuration that is not valid."""
+        from . import json_config
+
+        return json_config.create_hook(cls, json_file_path)
 
     def __repr__(self) -> str:
         return (
