@@ -75,8 +75,8 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::st
 }
 
 absl::StatusOr<uint64_t> Collector::ClaimWriter(const std::string& trial,
-                                                const std::string& worker) {
-  return registry_->Claim(trial, worker);
+                                                const std::string& worker, bool resume) {
+  return registry_->Claim(trial, worker, resume);
 }
 
 void Collector::ReleaseWriter(const std::string& trial, const std::string& worker, uint64_t id) {

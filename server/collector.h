@@ -94,10 +94,13 @@ class Collector {
   std::vector<std::shared_ptr<Trial>> Trials() const;
 
   // Claims (trial, worker) for one Push stream until ReleaseWriter, and
-  // returns the claim's id. Fails with Unavailable while another live stream
-  // holds it (its message says why and what to do), and with
+  // returns the claim's id. While another live stream holds it, fails with
+  // Conflict for a writer's first stream (two processes write as one worker)
+  // and Unavailable for a resuming one (Open.resume: it retries until the
+  // collector has seen its old stream end); its message says what to do.
   // ResourceExhausted when max_push_streams streams write already.
-  absl::StatusOr<uint64_t> ClaimWriter(const std::string& trial, const std::string& worker);
+  absl::StatusOr<uint64_t> ClaimWriter(const std::string& trial, const std::string& worker,
+                                       bool resume);
   // Releases the claim `id` (nothing if it was released already, so a late
   // release never drops a newer stream's claim).
   // It starts the worker's --worker-timeout.

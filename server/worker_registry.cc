@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/errors.h"
 
 namespace tensorkeep {
 
@@ -23,15 +24,25 @@ void WorkerRegistry::Stop() {
 WorkerRegistry::~WorkerRegistry() { Stop(); }
 
 absl::StatusOr<uint64_t> WorkerRegistry::Claim(const std::string& trial,
-                                               const std::string& worker) {
+                                               const std::string& worker, bool resume) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find({trial, worker});
   if (it != entries_.end() && it->second.claim != 0) {
+    if (!resume) {
+      // A first stream: another process writes as this worker (e.g. every
+      // rank of a distributed job named worker_0). Retrying cannot help.
+      return MakeError(
+          Reason::kConflict,
+          absl::StrCat("worker '", worker, "' of trial '", trial,
+                       "' already has a live Push stream on this collector: two processes may "
+                       "not write as the same worker (give each its own name, e.g. "
+                       "worker_<rank>; the PyTorch hook takes the rank from torch.distributed "
+                       "or the RANK environment variable when its first step starts)"));
+    }
     return absl::UnavailableError(absl::StrCat(
         "worker '", worker, "' of trial '", trial,
-        "' already has a live Push stream on this collector: two processes may not write as "
-        "the same worker (give each its own name, e.g. worker_<rank>); a writer reconnecting "
-        "after a dropped stream gets in once the collector has seen the old stream end"));
+        "' already has a live Push stream on this collector: a writer reconnecting after a "
+        "dropped stream gets in once the collector has seen the old stream end"));
   }
   if (live_ >= options_.max_streams) {
     return absl::ResourceExhaustedError(

@@ -55,9 +55,12 @@ class WorkerRegistry {
   WorkerRegistry& operator=(const WorkerRegistry&) = delete;
 
   // Claims (trial, worker) for one stream and returns the claim's id; stops
-  // its timeout. Unavailable while another stream holds it; ResourceExhausted
-  // at max_streams.
-  absl::StatusOr<uint64_t> Claim(const std::string& trial, const std::string& worker);
+  // its timeout. While another stream holds it: Conflict for a first stream
+  // (`resume` false: another process writes as this worker), Unavailable for
+  // a writer's later stream (`resume`: its old stream has not been seen to end
+  // yet; it retries). ResourceExhausted at max_streams.
+  absl::StatusOr<uint64_t> Claim(const std::string& trial, const std::string& worker,
+                                 bool resume);
   // Releases claim `id` (nothing if it is not the current one) and starts
   // the worker's timeout.
   void Release(const std::string& trial, const std::string& worker, uint64_t id);

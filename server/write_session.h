@@ -9,9 +9,10 @@
 // a crash leaves all or nothing; layout in server/stored_record.h), and returns it as a
 // PendingWrite. A bad message yields an error and nothing from it is written. What other streams
 // share (a step's mode, the trial's workers) is checked by the Committer, which owns it. One
-// (trial, worker) has at most one live session: a second Open is refused (UNAVAILABLE, so that a
-// writer reconnecting before the server saw its old stream end retries) until the first session is
-// destroyed.
+// (trial, worker) has at most one live session: a second Open is refused until the first session
+// is destroyed, with CONFLICT for a first Open (another process writes as this worker) and
+// UNAVAILABLE for a resuming one (a writer reconnecting before the server saw its old stream end
+// retries).
 //
 // Thread safety: none; one stream uses it from one thread at a time.
 #ifndef TENSORKEEP_SERVER_WRITE_SESSION_H_

@@ -571,12 +571,39 @@ class TestHookLifecycle:
         monkeypatch.setenv("SMDEBUG_CONFIG_FILE_PATH", str(tmp_path / "absent.json"))
         assert tkp.get_hook(create_if_not_exists=True) is None
 
-    def test_worker_and_num_workers(self, fake_writer):
+    def test_worker_and_num_workers(self, fake_writer, monkeypatch):
         h = tkp.Hook("tensorkeep://127.0.0.1:1/t", worker="worker_3", num_workers=4)
         assert (fake_writer[-1].worker, fake_writer[-1].num_workers) == ("worker_3", 4)
         h.close()
+        # Without a name, the worker is decided when the first step starts (a hook
+        # may be made before init_process_group): torch.distributed, else RANK and
+        # WORLD_SIZE (torchrun), else worker_0.
+        n = len(fake_writer)
         h = tkp.Hook("tensorkeep://127.0.0.1:1/t")
+        assert len(fake_writer) == n
+        h.close()
         assert (fake_writer[-1].worker, fake_writer[-1].num_workers) == ("worker_0", 1)
+        monkeypatch.setenv("RANK", "2")
+        monkeypatch.setenv("WORLD_SIZE", "4")
+        for include, expected in (("all", ("worker_2", 4)), ("one", None)):
+            n = len(fake_writer)
+            h = tkp.Hook("tensorkeep://127.0.0.1:1/t", include_workers=include)
+            model = _mlp()
+            h.register_module(model)
+            assert len(fake_writer) == n
+            model(torch.randn(2, 8))  # the first step
+            assert h.worker == "worker_2"
+            if expected is None:
+                assert len(fake_writer) == n  # only worker_0 saves
+            else:
+                assert (fake_writer[-1].worker, fake_writer[-1].num_workers) == expected
+            h.close()
+        # torch.distributed initialised at Hook(): decided at once.
+        monkeypatch.setattr(hook_module, "_dist_rank_and_size", lambda: (1, 2))
+        n = len(fake_writer)
+        h = tkp.Hook("tensorkeep://127.0.0.1:1/t", include_workers="all")
+        assert (h.worker, len(fake_writer)) == ("worker_1", n + 1)  # initialised: at once
+        assert fake_writer[-1].num_workers == 2
         h.close()
 
     def test_dry_run_writes_nothing(self, fake_writer):

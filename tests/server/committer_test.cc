@@ -41,11 +41,13 @@ class Stream {
     collector_->Submit(std::move(*out->write));
     return result.get();
   }
-  absl::Status Open(const std::string& trial, const std::string& worker, uint32_t n = 1) {
+  absl::Status Open(const std::string& trial, const std::string& worker, uint32_t n = 1,
+                    bool resume = false) {
     v1::PushRequest m;
     m.mutable_open()->set_trial(trial);
     m.mutable_open()->set_worker(worker);
     m.mutable_open()->set_num_workers(n);
+    m.mutable_open()->set_resume(resume);
     return Send(m);
   }
   absl::Status Records(std::vector<v1::TensorRecord> records) {
@@ -191,10 +193,17 @@ TEST_F(CommitterTest, RacingWritersOfContradictingModesNeverBothWin) {
 TEST_F(CommitterTest, ASecondLiveStreamForOneWorkerIsRefusedUntilTheFirstEnds) {
   auto first = std::make_unique<Stream>(collector_.get());
   ASSERT_TRUE(first->Open("t", "worker_0").ok());
+  // Another process's first stream: refused for good (retrying cannot help).
   Stream second(collector_.get());
   absl::Status s = second.Open("t", "worker_0");
-  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_EQ(GetReason(s), Reason::kConflict) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("already has a live Push stream"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("worker_<rank>"));
+  // A writer's later stream (its old one not seen to end yet): retried.
+  Stream resumed(collector_.get());
+  s = resumed.Open("t", "worker_0", 1, /*resume=*/true);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("once the collector has seen the old stream end"));
   first.reset();  // the stream ends (PushReactor::OnDone deletes its session)
   Stream third(collector_.get());
   EXPECT_TRUE(third.Open("t", "worker_0").ok());

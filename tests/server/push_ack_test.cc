@@ -222,7 +222,7 @@ TEST_F(PushAckTest, ASecondLiveStreamForOneWorkerIsRefusedWithAClearMessage) {
   second->Flush();
   second->stream->WritesDone();
   grpc::Status status = second->stream->Finish();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS);  // CONFLICT: not retried
   EXPECT_THAT(status.error_message(), HasSubstr("already has a live Push stream"));
   EXPECT_TRUE(Finish(first.get()).ok());
 }

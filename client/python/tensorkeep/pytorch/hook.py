@@ -35,6 +35,16 @@ step and a new step of the current mode (both start at 0). A step is saved when
 one of the saved collections' ``SaveConfig`` selects the *mode step*; gradients
 are never saved in EVAL or PREDICT mode.
 
+Distributed training (docs/python.md, "Distributed training"): the worker is
+``worker_<rank>``, rank and world size taken when the first step starts
+(torch.distributed, else RANK/WORLD_SIZE, else worker_0 of 1), so the hook may be
+made before ``init_process_group``; a DistributedDataParallel wrapper registers
+the model it wraps (the plain model's names); ``gradients="local"`` saves each
+rank's gradient before DDP's all-reduce, ``"all_reduced"`` the averaged one;
+``should_stop()`` is a collective so that every rank stops at the same step. A
+hook left open closes at exit with end of training after a normal end, without
+it after an uncaught exception or SIGTERM.
+
 Threading: a hook is used from the training thread (forward, backward and the
 calls above). Tensors are detached and copied on that thread, then sent by the
 ``tensorkeep.Writer`` in the background. Only the registered module's forward
@@ -47,7 +57,11 @@ nothing runs PyTorch's own code paths.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 import weakref
@@ -75,6 +89,7 @@ DEFAULT_INCLUDE_COLLECTIONS = [CollectionKeys.LOSSES]
 DEFAULT_WORKER_NAME = "worker_0"
 
 _SKIP = None  # plan of a tensor that is not saved at this step
+_UNDECIDED = object()
 
 _hook_lock = threading.Lock()
 _current_hook: Optional["Hook"] = None
@@ -149,11 +164,98 @@ def _dist_rank_and_size() -> Tuple[Optional[int], Optional[int]]:
     return None, None
 
 
+def _env_rank_and_size() -> Tuple[Optional[int], Optional[int]]:
+    """RANK and WORLD_SIZE as torchrun / torch.distributed.launch set them."""
+    try:
+        rank = int(os.environ["RANK"])
+        world = int(os.environ.get("WORLD_SIZE", "0")) or None
+    except (KeyError, ValueError):
+        return None, None
+    if rank < 0 or (world is not None and rank >= world):
+        return None, None
+    return rank, world
+
+
+def _dist_group_for_stop() -> Any:
+    """The process group should_stop() agrees on, or None when this process is not
+    one of several ranks of an initialised torch.distributed job. The default
+    group when its backend is gloo; else (NCCL: a CPU tensor cannot go through
+    it) a gloo group over the same ranks, created by the first call (on every
+    rank, since should_stop() is a collective)."""
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    if dist.get_world_size() <= 1:
+        return None
+    if dist.get_backend() == "gloo":
+        return dist.group.WORLD
+    return dist.new_group(backend="gloo")
+
+
+# How the process ends decides how an unclosed hook closes at exit: a normal
+# end is the end of training; an uncaught exception or SIGTERM is not (the
+# worker's stream ends without end of training, so the collector makes it
+# LOST after its --worker-timeout unless it comes back).
+_uncaught_exception = False
+_terminated_by: Optional[int] = None
+_previous_excepthook: Any = None
+_TERM_EXIT_CLOSE_SECONDS = 10.0
+
+
+def _note_uncaught(exc_type: Any, exc: Any, tb: Any) -> None:
+    global _uncaught_exception
+    _uncaught_exception = True
+    (_previous_excepthook or sys.__excepthook__)(exc_type, exc, tb)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (what torchrun and schedulers send): ends the main thread with
+    SystemExit(128 + signum), so ``finally`` blocks run and the exit handler
+    sends what the hook queued and closes without end of training. A second
+    SIGTERM kills the process at once."""
+    global _terminated_by
+    _terminated_by = signum
+    signal.signal(signum, signal.SIG_DFL)
+    logger.warning("tensorkeep: SIGTERM: closing the hook without end of training, then exiting")
+    raise SystemExit(128 + signum)
+
+
+def _install_exit_handlers() -> None:
+    """Once per process: note an uncaught exception (sys.excepthook, chained),
+    and turn SIGTERM into SystemExit when nothing else handles it."""
+    global _previous_excepthook
+    if _previous_excepthook is None:
+        _previous_excepthook = sys.excepthook
+        sys.excepthook = _note_uncaught
+    if threading.current_thread() is threading.main_thread():
+        try:
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+            pass
+
+
+def _ended_normally() -> bool:
+    """False after an uncaught exception in the main thread or a SIGTERM."""
+    if _uncaught_exception or _terminated_by is not None:
+        return False
+    # Set by the interpreter when the main script ends with an uncaught
+    # exception (even if another sys.excepthook replaced ours).
+    return getattr(sys, "last_value", None) is None
+
+
 def _close_at_exit(ref: "weakref.ReferenceType[Hook]") -> None:
     hook = ref()
     if hook is not None and not hook._closed:
+        finished = _ended_normally()
+        if not finished:
+            logger.warning(
+                "tensorkeep: the process ends with %s: closing %s without end of training",
+                "SIGTERM" if _terminated_by is not None else "an uncaught exception",
+                hook.worker,
+            )
         try:
-            hook.close(timeout=10.0)
+            hook._close(end_of_training=finished, timeout=10.0 if finished else _TERM_EXIT_CLOSE_SECONDS)
         except Exception:  # pragma: no cover - best effort at interpreter exit
             logger.exception("tensorkeep: closing the hook at exit failed")
 
@@ -182,10 +284,19 @@ class Hook:
       include_workers: ``"one"`` (smdebug's default: only ``worker_0`` saves, the
         trial expects one worker) or ``"all"`` (every rank saves; the trial expects
         the world size).
-      worker: this process's worker name; default ``worker_<rank>`` from
-        ``torch.distributed`` when initialised, else ``worker_0``. Naming it makes
-        this process save whatever ``include_workers`` says.
+      worker: this process's worker name; default ``worker_<rank>``, the rank
+        taken when the first step starts (so a hook may be made before
+        ``init_process_group``): from ``torch.distributed`` when initialised,
+        else the ``RANK`` / ``WORLD_SIZE`` environment variables (torchrun),
+        else ``worker_0``. Naming it makes this process save whatever
+        ``include_workers`` says.
       num_workers: how many workers the trial expects; default as above.
+      gradients: ``"local"`` (default, as smdebug): each rank's own gradient,
+        captured during backward before DistributedDataParallel averages it;
+        ``"all_reduced"``: the gradient DDP averaged over the ranks (what the
+        optimizer applies), captured from DDP's all-reduce; requires
+        registering the DistributedDataParallel wrapper (in one process the
+        two are the same).
     """
 
     GRADIENT_PREFIX = "gradient/"
@@ -207,6 +318,7 @@ class Hook:
         include_workers: str = "one",
         worker: Optional[str] = None,
         num_workers: Optional[int] = None,
+        gradients: str = "local",
     ):
         if not dry_run and not out_dir:
             raise ValueError("out_dir must be a tensorkeep URL: tensorkeep://HOST:PORT/TRIAL")
@@ -218,6 +330,11 @@ class Hook:
             raise ValueError(f"include_workers={include_workers!r} must be 'one' or 'all'")
         if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
             raise TypeError("reduction_config must be a tensorkeep.pytorch.ReductionConfig")
+        if gradients not in ("local", "all_reduced"):
+            raise ValueError(f"gradients={gradients!r} must be 'local' or 'all_reduced'")
+        if num_workers is not None and int(num_workers) < 1:
+            raise ValueError(f"num_workers={num_workers} must be >= 1")
+        self.gradients = gradients
 
         self.out_dir = out_dir
         self.dry_run = bool(dry_run)
@@ -253,16 +370,13 @@ class Hook:
             if CollectionKeys.ALL not in self.include_collections:
                 self.include_collections.append(CollectionKeys.ALL)
 
-        # -- worker ---------------------------------------------------------------
-        rank, world = _dist_rank_and_size()
-        explicit_worker = worker is not None
-        self.worker = worker if explicit_worker else (f"worker_{rank}" if rank is not None else DEFAULT_WORKER_NAME)
-        if num_workers is None:
-            num_workers = (world or 1) if include_workers == "all" else 1
-        if int(num_workers) < 1:
-            raise ValueError(f"num_workers={num_workers} must be >= 1")
-        self.num_workers = int(num_workers)
-        self._writes = explicit_worker or include_workers == "all" or self.worker == DEFAULT_WORKER_NAME
+        # -- worker: resolved at the first step (see _resolve_worker) -------------------
+        self._worker_arg = worker
+        self._num_workers_arg = None if num_workers is None else int(num_workers)
+        self.worker = worker if worker is not None else DEFAULT_WORKER_NAME
+        self.num_workers = self._num_workers_arg or 1
+        self._writes = False
+        self._resolved = False
 
         # -- step state (smdebug's CallbackHook: init_step = -1) ---------------------
         self.step = -1
@@ -288,6 +402,10 @@ class Hook:
         self._warned: set = set()
         self._disabled = False
         self._closed = False
+        # All-reduced gradients: (name, value, step) from DDP's communication hook.
+        self._reduced: List[Tuple[str, torch.Tensor, int]] = []
+        self._stop_group: Any = _UNDECIDED  # None: no agreement (one process)
+        self._stop_agreed = False
 
         # -- modules ------------------------------------------------------------------
         self._module_names: Dict[torch.nn.Module, str] = {}
@@ -303,19 +421,13 @@ class Hook:
         self._writer: Any = None
         self._stop_poll: Optional[Callable[[], bool]] = None
         if not self.dry_run:
-            if self._writes:
-                _refuse_ended_trial(out_dir)
-                self._writer = _make_writer(out_dir, self.worker, self.num_workers)
-            else:
-                logger.info(
-                    "tensorkeep: %s does not save (include_workers='one'); "
-                    "should_stop() still follows the trial", self.worker
-                )
-        # -- TensorBoard export (tensorboard.py) ------------------------------------------
+            _refuse_ended_trial(out_dir)
+        # -- TensorBoard export (tensorboard.py): made with the writer, by rank 0 ------------
         self.tensorboard_dir: Optional[str] = None
         self._tensorboard: Any = None
+        self._tensorboard_addr: Any = None
         if export_tensorboard or tensorboard_dir:
-            from tensorkeep import _address, _credentials
+            from tensorkeep import _address
 
             from . import tensorboard
 
@@ -325,12 +437,63 @@ class Hook:
             )
             if self.dry_run:
                 logger.warning("tensorkeep: dry_run: nothing is saved, so nothing is exported to TensorBoard")
-            elif rank in (None, 0):
-                self._tensorboard = tensorboard.TensorBoardExport(
-                    addr.target, addr.trial, self.tensorboard_dir, _credentials.resolve()
-                )
+            else:
+                self._tensorboard_addr = addr
         set_hook(self)
-        atexit.register(_close_at_exit, weakref.ref(self))
+        _install_exit_handlers()
+        self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._atexit)
+        if worker is not None or _dist_rank_and_size()[0] is not None:
+            self._resolve_worker()
+
+    def _resolve_worker(self) -> None:
+        """Decides this process's worker name and the trial's num_workers, and makes
+        the writer: at the first step (or should_stop/flush/close before it), when
+        torch.distributed is initialised if it is going to be; at once when the
+        worker is named or torch.distributed is initialised at Hook()."""
+        if self._resolved:
+            return
+        self._resolved = True
+        rank, world = _dist_rank_and_size()
+        source = "torch.distributed"
+        if rank is None:
+            rank, world = _env_rank_and_size()
+            source = "RANK/WORLD_SIZE"
+        explicit_worker = self._worker_arg is not None
+        if not explicit_worker:
+            self.worker = f"worker_{rank}" if rank is not None else DEFAULT_WORKER_NAME
+        num_workers = self._num_workers_arg
+        if num_workers is None:
+            num_workers = (world or 1) if self.include_workers == "all" else 1
+        self.num_workers = int(num_workers)
+        self._writes = explicit_worker or self.include_workers == "all" or self.worker == DEFAULT_WORKER_NAME
+        if rank is not None:
+            logger.info(
+                "tensorkeep: rank %d of %s (%s): worker %s, num_workers %d",
+                rank, world, source, self.worker, self.num_workers,
+            )
+        if self.dry_run:
+            return
+        if self._tensorboard_addr is not None and rank in (None, 0):
+            from tensorkeep import _credentials
+
+            from . import tensorboard
+
+            addr = self._tensorboard_addr
+            self._tensorboard = tensorboard.TensorBoardExport(
+                addr.target, addr.trial, self.tensorboard_dir, _credentials.resolve()
+            )
+        if self._writes:
+            self._writer = _make_writer(self.out_dir, self.worker, self.num_workers)
+            # The hook's exit handler must run before the writer's (atexit runs
+            # the last registered first), so that it may end the training.
+            atexit.unregister(self._atexit)
+            atexit.register(self._atexit)
+        else:
+            logger.info(
+                "tensorkeep: %s does not save (include_workers='one'); "
+                "should_stop() still follows the trial", self.worker
+            )
 
     # ------------------------------------------------------------------------------------
     # smdebug's public attributes
@@ -540,6 +703,20 @@ class Hook:
                 f"Module type {module.__class__.__name__} must be type torch.nn.Module"
             )
         self._check_open()
+        # DistributedDataParallel / DataParallel: register the model they wrap, so
+        # tensors have the plain model's names (Net_fc1.weight, not
+        # DistributedDataParallel_module.fc1.weight); the wrapper's forward calls
+        # the model's, which starts each step.
+        wrapper = None
+        if isinstance(module, _WRAPPERS):
+            wrapper, module = module, module.module
+        if self.gradients == "all_reduced" and wrapper is None:
+            rank, world = _dist_rank_and_size()
+            if world is not None and world > 1:
+                raise ValueError(
+                    "gradients='all_reduced' needs the DistributedDataParallel wrapper: "
+                    "call register_module(ddp_model), not register_module(model)"
+                )
         for name, sub in module.named_modules():
             if sub in self._module_names:
                 raise ValueError(f"module {sub.__class__.__name__} ({name!r}) is registered twice")
@@ -550,10 +727,63 @@ class Hook:
         self._handles.append(module.register_forward_pre_hook(self.forward_pre_hook))
         for sub in module.modules():
             self._add_step_target(sub, self.forward_hook)
-        for pname, param in module.named_parameters():
-            if param.requires_grad:
-                self._add_step_target(param, self._backward_hook(self.GRADIENT_PREFIX + root_name + "_" + pname))
+        if self.gradients == "all_reduced" and isinstance(wrapper, _DDP):
+            self._register_reduced_gradients(wrapper, root_name)
+        else:
+            for pname, param in module.named_parameters():
+                if param.requires_grad:
+                    self._add_step_target(param, self._backward_hook(self.GRADIENT_PREFIX + root_name + "_" + pname))
         self.has_registered_module = True
+
+    def _register_reduced_gradients(self, ddp: Any, root_name: str) -> None:
+        """Saves the gradients DDP all-reduced: a communication hook that runs DDP's
+        default all-reduce (average over the ranks) and, on a saving step, copies
+        each parameter's averaged gradient out of the bucket when the all-reduce
+        completes. They are written on the training thread before the step ends."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        names = {
+            id(p): self.GRADIENT_PREFIX + root_name + "_" + n
+            for n, p in ddp.module.named_parameters()
+            if p.requires_grad
+        }
+
+        # (No annotations: DDP compares them with dist.GradBucket, and this module's
+        # `from __future__ import annotations` would make them strings.)
+        def comm_hook(state, bucket):  # type: ignore[no-untyped-def]
+            fut = default_hooks.allreduce_hook(state, bucket)
+            if not self._saving:
+                return fut
+            step = self.step
+
+            def copy_out(f: Any) -> Any:
+                buf = f.value()
+                try:
+                    for p, g in zip(bucket.parameters(), bucket.gradients()):
+                        tname = names.get(id(p))
+                        if tname is not None:
+                            self._reduced.append((tname, g.detach().clone(), step))
+                except Exception:  # noqa: BLE001 - never break DDP's backward
+                    logger.exception("tensorkeep: copying all-reduced gradients failed")
+                return buf
+
+            return fut.then(copy_out)
+
+        try:
+            ddp.register_comm_hook(None, comm_hook)
+        except RuntimeError as e:
+            raise ValueError(
+                f"gradients='all_reduced' registers a DDP communication hook, and DDP refused it "
+                f"({e}); use gradients='local' with a communication hook of your own"
+            ) from e
+
+    def _write_reduced(self) -> None:
+        """Writes the all-reduced gradients of the current step (training thread)."""
+        done, self._reduced = self._reduced, []
+        for tname, value, step in done:
+            if step == self.step and self._saving and tname not in self._grads_done:
+                self._grads_done.add(tname)
+                self._save_for_tensor(tname, value)
 
     def register_hook(self, module: torch.nn.Module) -> None:
         """Alias of ``register_module`` (smdebug keeps it for compatibility)."""
@@ -588,6 +818,8 @@ class Hook:
             self._compute_step_collections()
 
     def _start_step(self) -> None:
+        if not self._resolved:
+            self._resolve_worker()
         if not self.prepared_collections or self._cm_version != self.collection_manager.version():
             self._prepare_collections()
         self._finish_step()
@@ -607,6 +839,8 @@ class Hook:
         """Writes the step's scalars and tells the collector the step is complete."""
         if self.step < 0:
             return
+        if self._reduced:
+            self._write_reduced()
         if self._scalar_cache:
             self._flush_scalars()
         if self._wrote_step:
@@ -819,7 +1053,45 @@ class Hook:
     # ------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
         """True once a rule with the "stop" action fired for this trial: the training
-        loop should end (and call ``close()``)."""
+        loop should end (and call ``close()``).
+
+        Under torch.distributed (initialised, world size > 1) this is a collective:
+        the ranks agree (an all-reduce of one flag over gloo), so that every rank
+        returns True at the same call and they all leave the loop at the same
+        step. Call it on every rank at the same point of each iteration, as in
+        ``if hook.should_stop(): break``; once it returned True it returns True
+        without communicating. If the agreement fails (a rank died), it warns
+        once and answers for this rank alone from then on."""
+        if not self._resolved and not self._closed:
+            self._resolve_worker()
+        if self._stop_agreed:
+            return True
+        if self._stop_group is _UNDECIDED:
+            try:
+                self._stop_group = _dist_group_for_stop()
+            except Exception as e:  # noqa: BLE001
+                logger.warning("tensorkeep: should_stop() cannot agree across ranks: %s", e)
+                self._stop_group = None
+        if self._stop_group is None:
+            self._stop_agreed = self._local_stop()
+            return self._stop_agreed
+        # A rank that does not save asks no collector: a writing rank's flag
+        # reaches it through the all-reduce.
+        local = bool(self._writer.stop_requested) if self._writer is not None else False
+        try:
+            flag = torch.tensor([1 if local else 0], dtype=torch.int32)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, group=self._stop_group)
+            self._stop_agreed = bool(flag.item())
+        except Exception as e:  # noqa: BLE001 - a dead rank: answer alone
+            logger.warning(
+                "tensorkeep: should_stop() could not agree with the other ranks (%s); "
+                "it answers for %s alone from now on", e, self.worker,
+            )
+            self._stop_group = None
+            self._stop_agreed = self._local_stop()
+        return self._stop_agreed
+
+    def _local_stop(self) -> bool:
         if self._writer is not None:
             return bool(self._writer.stop_requested)
         if self.dry_run or self.out_dir is None:
@@ -832,6 +1104,10 @@ class Hook:
         """Returns when everything saved so far is durable on the collector
         (a tensorkeep addition; smdebug has no equivalent). Scalars of the current
         step are written when the step ends."""
+        if not self._resolved and not self._closed:
+            self._resolve_worker()
+        if self._reduced:
+            self._write_reduced()
         if self._writer is not None and not self._disabled:
             self._writer.flush()
 
@@ -839,9 +1115,19 @@ class Hook:
         """Writes what is pending, ends this worker's part of the trial
         (end_of_training) and detaches the hook from the model. Returns once the
         collector has everything (or after ``timeout`` seconds, raising WaitTimeout).
-        A hook not closed by the script is closed at interpreter exit."""
+        A hook not closed by the script is closed at interpreter exit: with end of
+        training if the script ended normally, without it after an uncaught
+        exception or SIGTERM (the collector then makes the worker LOST after its
+        --worker-timeout, unless a restarted process comes back as it)."""
+        self._close(end_of_training=True, timeout=timeout)
+
+    def _close(self, end_of_training: bool, timeout: Optional[float]) -> None:
         if self._closed:
             return
+        if not self._resolved:
+            self._resolve_worker()
+        if self._reduced:
+            self._write_reduced()
         self._closed = True
         self._saving = False
         for h in self._handles + self._step_handles:
@@ -863,10 +1149,12 @@ class Hook:
                         self._flush_scalars()
             finally:
                 try:
-                    self._writer.close(end_of_training=True, timeout=timeout)
+                    self._writer.close(end_of_training=end_of_training, timeout=timeout)
                 finally:
                     if self._tensorboard is not None:
-                        self._tensorboard.close(trial_ends=self.num_workers == 1, timeout=timeout)
+                        self._tensorboard.close(
+                            trial_ends=end_of_training and self.num_workers == 1, timeout=timeout
+                        )
         elif self._tensorboard is not None:
             self._tensorboard.close(trial_ends=False, timeout=timeout)
         if self._stop_poll is not None:
@@ -877,6 +1165,10 @@ class Hook:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the hook is closed")
+
+
+_DDP = torch.nn.parallel.DistributedDataParallel
+_WRAPPERS = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
 
 
 class _StopPoller:
