@@ -35,6 +35,14 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_FIRST_MS);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_FIRST_MS);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_MAX_MS);
+  // A collector that hangs (SIGSTOP, a frozen host) keeps the TCP connection
+  // open: ping it and drop the connection when it does not answer, so that a
+  // Writer reconnects (or gives up after its retry timeout) instead of waiting
+  // forever; proto/limits.proto, KeepalivePolicy (the collector permits it).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, v1::KEEPALIVE_TIME_MS);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, v1::KEEPALIVE_TIMEOUT_MS);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   auto channel = grpc::CreateCustomChannel(address, *credentials, args);
   return std::shared_ptr<Connection>(new Connection(address, security.tls(), std::move(channel)));
 }

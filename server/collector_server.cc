@@ -66,6 +66,11 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30 * 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Clients ping every KEEPALIVE_TIME_MS to detect a hung collector
+  // (client/connection.cc, the Python _channel.py): accept that (gRPC's
+  // default allows one ping in 5 minutes and answers more with GOAWAY).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             v1::KEEPALIVE_MIN_PING_INTERVAL_MS);
   // Values beyond one message come in chunks: a client cannot make gRPC
   // hold more than this for one message (proto/limits.proto).
   builder.SetMaxReceiveMessageSize(

@@ -32,6 +32,14 @@ CHANNEL_OPTIONS: Tuple[Tuple[str, Any], ...] = (
     ("grpc.initial_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_FIRST_MS),
     ("grpc.min_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_FIRST_MS),
     ("grpc.max_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_MAX_MS),
+    # A collector that hangs (SIGSTOP, a frozen host) keeps the TCP connection
+    # open: ping it, and drop the connection when it does not answer, so a
+    # writer reconnects (or gives up after its retry_timeout) instead of
+    # waiting forever; limits.proto, KeepalivePolicy (the collector permits it).
+    ("grpc.keepalive_time_ms", _names.KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", _names.KEEPALIVE_TIMEOUT_MS),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
 )
 
 
