@@ -72,6 +72,15 @@ std::string ValueKey(std::string_view trial, uint64_t step, std::string_view wor
 std::string RuleKey(std::string_view trial, std::string_view rule) {
   return KeyBuilder(KeyFamily::kRule).Str(trial).Str(rule).Take();
 }
+std::string ValueGarbageKey(uint64_t file) {
+  return KeyBuilder(KeyFamily::kValueGarbage).U64(file).Take();
+}
+std::string DeletedTrialKey(std::string_view trial, uint64_t block_bound) {
+  return KeyBuilder(KeyFamily::kDeletedTrial).Str(trial).U64(block_bound).Take();
+}
+std::string BlockValuesPrefix(uint64_t block_id, std::string_view trial) {
+  return KeyBuilder(KeyFamily::kValue).U64(block_id).Str(trial).Take();
+}
 std::string FamilyPrefix(KeyFamily family) { return KeyBuilder(family).Take(); }
 std::string TrialPrefix(KeyFamily family, std::string_view trial) {
   return KeyBuilder(family).Str(trial).Take();

@@ -16,6 +16,13 @@
 //                                                (TensorStore::Get reads them)
 //                                                (the block holding its metadata)
 //   kRule       trial, rule                    -> RuleStatus
+//   kValueGarbage  file                        -> storage::ValueGarbage: bytes of
+//                                                a value-log file no key refers to
+//                                                any more (kept by the store)
+//   kDeletedTrial  trial, block bound          -> storage::DeletedTrial: a trial
+//                                                deleted whose blocks (ids below the
+//                                                bound) and large values may still
+//                                                be in the index; removed last
 //
 // Blocks are step-major (global step before worker and name) so that
 // concurrent writers append near one another, which keeps LevelDB near its
@@ -47,6 +54,8 @@ enum class KeyFamily : uint8_t {
   kValue = 5,
   kRule = 7,
   kBlock = 8,
+  kValueGarbage = 9,
+  kDeletedTrial = 10,
 };
 
 // The version of this key schema and its values, stored under FormatKey().
@@ -95,6 +104,10 @@ std::string BlockKey(std::string_view trial, uint64_t step, std::string_view wor
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      uint64_t block_id, std::string_view name);
 std::string RuleKey(std::string_view trial, std::string_view rule);
+std::string ValueGarbageKey(uint64_t file);
+std::string DeletedTrialKey(std::string_view trial, uint64_t block_bound);
+// The prefix of the large values of block `block_id` of `trial`.
+std::string BlockValuesPrefix(uint64_t block_id, std::string_view trial);
 
 // The prefix shared by every key of `family` (and, when given, of `trial`).
 std::string FamilyPrefix(KeyFamily family);

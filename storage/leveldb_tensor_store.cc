@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <system_error>
 #include <vector>
 
@@ -45,6 +46,7 @@ class LevelDbBatch : public TensorStore::Batch {
   void Delete(std::string_view key) override {
     index_used_ = true;
     index_.Delete(leveldb::Slice(key.data(), key.size()));
+    if (IsValueKey(key)) deleted_values_.emplace_back(key);
   }
   size_t ApproximateSize() const override { return index_.ApproximateSize() + bytes_.size(); }
   void Reserve(size_t value_bytes) override { bytes_.reserve(bytes_.size() + value_bytes); }
@@ -68,6 +70,8 @@ class LevelDbBatch : public TensorStore::Batch {
     index_used_ = true;
   }
   leveldb::WriteBatch* index() { return &index_; }
+  // Large values' keys deleted: their bytes become garbage.
+  const std::vector<std::string>& deleted_values() const { return deleted_values_; }
 
  private:
   struct PendingValue {
@@ -80,6 +84,7 @@ class LevelDbBatch : public TensorStore::Batch {
   bool index_used_ = false;
   std::string bytes_;
   std::vector<PendingValue> values_;
+  std::vector<std::string> deleted_values_;
 };
 
 absl::Status FromLevelDb(const leveldb::Status& s, absl::string_view what) {
@@ -123,6 +128,10 @@ struct LevelDbTensorStore::Impl {
   // Released to open on a full disk and not taken back yet.
   bool reserve_released ABSL_GUARDED_BY(write_mu) = false;
   std::chrono::steady_clock::time_point next_free_check ABSL_GUARDED_BY(write_mu);
+  // Value file -> its garbage bytes, as stored under ValueGarbageKey.
+  std::map<uint64_t, uint64_t> garbage ABSL_GUARDED_BY(write_mu);
+  // One ReclaimValueSpace at a time.
+  absl::Mutex reclaim_mu ABSL_ACQUIRED_BEFORE(write_mu);
 
   // Readers hold db_mu shared while they use `index`; a reopen exclusively.
   // (The writer, holding write_mu, reads `index` without it: only a holder of
@@ -231,6 +240,23 @@ absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
   TK_ASSIGN_OR_RETURN(impl->values, ValueLog::Open(opts.env, options.path + "/" + kValuesSubdir,
                                                    /*sync_directory=*/options.env == nullptr,
                                                    options.value_file_bytes));
+  {
+    absl::MutexLock lock(&impl->write_mu);
+    const std::string prefix = FamilyPrefix(KeyFamily::kValueGarbage);
+    std::unique_ptr<leveldb::Iterator> it(impl->index->NewIterator(leveldb::ReadOptions()));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      KeyReader r(std::string_view(it->key().data(), it->key().size()));
+      KeyFamily f;
+      uint64_t file = 0;
+      storage::ValueGarbage g;
+      if (!r.Family(&f) || !r.U64(&file) ||
+          !g.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+        return absl::DataLossError(
+            absl::StrCat("a value-garbage entry of the database in ", options.path, " is damaged"));
+      }
+      impl->garbage[file] = g.bytes();
+    }
+  }
   auto store = std::unique_ptr<LevelDbTensorStore>(new LevelDbTensorStore(std::move(impl)));
   {
     absl::MutexLock lock(&store->impl_->write_mu);
@@ -362,6 +388,7 @@ absl::Status LevelDbTensorStore::WriteAll(const std::vector<Batch*>& batches, bo
     for (Batch* batch : batches) merged.Append(*static_cast<LevelDbBatch*>(batch)->index());
     index = &merged;
   }
+  std::map<uint64_t, uint64_t> garbage = CountDeletedValues(batches, index);
   leveldb::WriteOptions wo;
   wo.sync = sync;
   const leveldb::Status s = impl_->index->Write(wo, index);
@@ -370,7 +397,37 @@ absl::Status LevelDbTensorStore::WriteAll(const std::vector<Batch*>& batches, bo
     impl_->next_reopen = std::chrono::steady_clock::time_point();
     return impl_->failed;
   }
+  for (const auto& [file, bytes] : garbage) impl_->garbage[file] = bytes;
   return absl::OkStatus();
+}
+
+std::map<uint64_t, uint64_t> LevelDbTensorStore::CountDeletedValues(
+    const std::vector<Batch*>& batches, void* index_batch) {
+  std::map<uint64_t, uint64_t> totals;
+  std::set<std::string_view> seen;
+  for (Batch* batch : batches) {
+    for (const std::string& key : static_cast<LevelDbBatch*>(batch)->deleted_values()) {
+      if (!seen.insert(key).second) continue;
+      // The writer reads the index without db_mu (only it changes the handle).
+      std::string entry;
+      if (!impl_->index->Get(leveldb::ReadOptions(), key, &entry).ok()) continue;
+      storage::ValueRef ref;
+      if (!ref.ParseFromString(entry)) continue;
+      auto it = totals.find(ref.file());
+      if (it == totals.end()) {
+        auto known = impl_->garbage.find(ref.file());
+        it = totals.emplace(ref.file(), known == impl_->garbage.end() ? 0 : known->second).first;
+      }
+      it->second += ref.size();
+    }
+  }
+  auto* index = static_cast<leveldb::WriteBatch*>(index_batch);
+  storage::ValueGarbage g;
+  for (const auto& [file, bytes] : totals) {
+    g.set_bytes(bytes);
+    index->Put(ValueGarbageKey(file), g.SerializeAsString());
+  }
+  return totals;
 }
 
 namespace {
@@ -395,11 +452,27 @@ absl::StatusOr<std::string> LevelDbTensorStore::ReadValue(std::string_view key,
   }
   auto value = impl_->values->Read(ref);
   if (!value.ok()) {
+    // ReclaimValueSpace may have moved the value (and removed its file) since
+    // the entry was read: read it where the entry points now.
+    // (Callers hold db_mu shared.)
+    auto now = GetWith(impl_->index.get(), leveldb::ReadOptions(), key);
+    if (now.ok() && now->has_value() && **now != encoded_ref) {
+      storage::ValueRef moved;
+      if (moved.ParseFromString(**now)) value = impl_->values->Read(moved);
+    }
+  }
+  if (!value.ok()) {
     // Named only on failure: a read that succeeds builds no message.
     return absl::Status(value.status().code(),
                         absl::StrCat(DescribeValueKey(key), ": ", value.status().message()));
   }
   return value;
+}
+
+absl::StatusOr<std::optional<std::string>> LevelDbTensorStore::GetEntry(std::string_view key) {
+  absl::ReaderMutexLock lock(&impl_->db_mu);
+  if (impl_->index == nullptr) return absl::UnavailableError("the store is being reopened");
+  return GetWith(impl_->index.get(), leveldb::ReadOptions(), key);
 }
 
 namespace {
@@ -470,6 +543,13 @@ absl::StatusOr<std::unique_ptr<TensorStore::BulkReader>> LevelDbTensorStore::Ope
   }
   auto cursor = impl_->values->OpenCursor(ref);
   if (!cursor.ok()) {
+    // Moved meanwhile (see ReadValue): open it where the entry points now.
+    auto now = GetEntry(key);
+    if (now.ok() && now->has_value() && **now != *entry && ref.ParseFromString(**now)) {
+      cursor = impl_->values->OpenCursor(ref);
+    }
+  }
+  if (!cursor.ok()) {
     return absl::Status(cursor.status().code(),
                         absl::StrCat(DescribeValueKey(key), ": ", cursor.status().message()));
   }
@@ -507,6 +587,252 @@ absl::Status LevelDbTensorStore::Scan(
     it->Next();
   }
   return FromLevelDb(it->status(), "scanning the database");
+}
+
+absl::Status LevelDbTensorStore::ScanKeys(std::string_view prefix, std::string_view from,
+                                          const std::function<bool(std::string_view key, size_t entry_bytes)>& fn) {
+  leveldb::ReadOptions ro;
+  ro.fill_cache = false;
+  absl::ReaderMutexLock lock(&impl_->db_mu);
+  if (impl_->index == nullptr) return Reopening();
+  std::unique_ptr<leveldb::Iterator> it(impl_->index->NewIterator(ro));
+  const std::string_view start = from > prefix ? from : prefix;
+  for (it->Seek(leveldb::Slice(start.data(), start.size())); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (key.substr(0, prefix.size()) != prefix) break;
+    if (!fn(key, it->value().size())) break;
+  }
+  return FromLevelDb(it->status(), "scanning the database");
+}
+
+absl::Status LevelDbTensorStore::Compact(std::string_view begin, std::string_view end) {
+  absl::ReaderMutexLock lock(&impl_->db_mu);
+  if (impl_->index == nullptr) return Reopening();
+  const leveldb::Slice b(begin.data(), begin.size()), e(end.data(), end.size());
+  impl_->index->CompactRange(&b, &e);
+  return absl::OkStatus();
+}
+
+absl::Status LevelDbTensorStore::Fault(std::string_view stage) const {
+  if (!impl_->options.fault_point) return absl::OkStatus();
+  return impl_->options.fault_point(stage);
+}
+
+TensorStore::SpaceStats LevelDbTensorStore::Space() {
+  SpaceStats out;
+  std::map<uint64_t, uint64_t> garbage;
+  {
+    absl::MutexLock lock(&impl_->write_mu);
+    garbage = impl_->garbage;
+  }
+  for (const auto& [file, size] : impl_->values->Files()) {
+    ++out.value_files;
+    out.value_bytes += size;
+    auto g = garbage.find(file);
+    if (g != garbage.end()) out.value_garbage_bytes += std::min(size, g->second);
+  }
+  return out;
+}
+
+absl::StatusOr<TensorStore::ReclaimStats> LevelDbTensorStore::ReclaimValueSpace() {
+  absl::MutexLock reclaiming(&impl_->reclaim_mu);
+  ReclaimStats stats;
+  // A second round when the first one's count found garbage the counters
+  // missed (copies a crashed reclaim left): those files qualify then.
+  for (int round = 0; round < 2; ++round) {
+    bool recounted = false;
+    TK_RETURN_IF_ERROR(ReclaimRound(&stats, &recounted));
+    if (!recounted) break;
+  }
+  return stats;
+}
+
+absl::Status LevelDbTensorStore::ReclaimRound(ReclaimStats* stats, bool* recounted) {
+  const double keep = impl_->options.value_gc_live_fraction;
+  std::map<uint64_t, uint64_t> garbage;
+  {
+    absl::MutexLock lock(&impl_->write_mu);
+    garbage = impl_->garbage;
+  }
+  // Candidates: files whose live bytes (size less garbage) are at most
+  // `keep` of their size. The file being appended to qualifies too: it is
+  // closed first, so that writers go on in a new one.
+  const auto qualifies = [keep](uint64_t size, uint64_t dead) {
+    const uint64_t live = size - std::min(size, dead);
+    return static_cast<double>(live) <= keep * static_cast<double>(size);
+  };
+  std::set<uint64_t> candidates;
+  uint64_t active = impl_->values->active_file();
+  std::map<uint64_t, uint64_t> sizes;
+  for (const auto& [file, size] : impl_->values->Files()) {
+    sizes[file] = size;
+    auto g = garbage.find(file);
+    if (qualifies(size, g == garbage.end() ? 0 : g->second)) candidates.insert(file);
+  }
+  {
+    // Under write_mu: a write that appended to a file below `active` has
+    // its index entries in by now, so the scan below sees every value of
+    // the files it may rewrite (and of those it recounts).
+    absl::MutexLock lock(&impl_->write_mu);
+    if (candidates.count(active) != 0) impl_->values->Rotate();
+    active = impl_->values->active_file();
+  }
+  candidates.erase(active);
+  // Garbage entries of files that are gone (a crash after a file's removal).
+  std::vector<uint64_t> stale;
+  for (const auto& [file, bytes] : garbage) {
+    if (sizes.count(file) == 0 && file != active) stale.push_back(file);
+  }
+  if (!stale.empty()) {
+    absl::MutexLock lock(&impl_->write_mu);
+    if (impl_->failed.ok()) {
+      leveldb::WriteBatch wb;
+      for (uint64_t file : stale) wb.Delete(ValueGarbageKey(file));
+      if (impl_->index->Write(leveldb::WriteOptions(), &wb).ok()) {
+        for (uint64_t file : stale) impl_->garbage.erase(file);
+      }
+    }
+  }
+  if (candidates.empty()) return absl::OkStatus();
+  // Every index entry: the candidates' live values, and every file's live
+  // bytes (to correct the counters).
+  std::map<uint64_t, std::vector<std::pair<std::string, std::string>>> live;
+  std::map<uint64_t, uint64_t> live_bytes;
+  {
+    leveldb::ReadOptions ro;
+    ro.fill_cache = false;
+    const std::string prefix = FamilyPrefix(KeyFamily::kValue);
+    absl::ReaderMutexLock lock(&impl_->db_mu);
+    if (impl_->index == nullptr) return Reopening();
+    std::unique_ptr<leveldb::Iterator> it(impl_->index->NewIterator(ro));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      storage::ValueRef ref;
+      if (!ref.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) continue;
+      live_bytes[ref.file()] += ref.size();
+      if (candidates.count(ref.file()) == 0) continue;
+      live[ref.file()].emplace_back(it->key().ToString(), it->value().ToString());
+    }
+    TK_RETURN_IF_ERROR(FromLevelDb(it->status(), "scanning the value index"));
+  }
+  for (uint64_t file : candidates) {
+    TK_RETURN_IF_ERROR(ReclaimFile(file, live[file], stats));
+    stats->bytes_freed += sizes[file];
+  }
+  // Files (closed before the scan) with more garbage than counted: bytes a
+  // crash left unreferenced (a reclaim's copies, a write's values whose index
+  // write never happened). Counters only grow here: a deletion after the
+  // scan counted its own bytes already.
+  absl::MutexLock lock(&impl_->write_mu);
+  if (!impl_->failed.ok()) return absl::OkStatus();
+  leveldb::WriteBatch wb;
+  std::map<uint64_t, uint64_t> raised;
+  for (const auto& [file, size] : sizes) {
+    if ((active != 0 && file >= active) || candidates.count(file) != 0) continue;
+    const uint64_t dead = size - std::min(size, live_bytes[file]);
+    const uint64_t counted = impl_->garbage.count(file) ? impl_->garbage[file] : 0;
+    if (dead <= counted) continue;
+    storage::ValueGarbage g;
+    g.set_bytes(dead);
+    wb.Put(ValueGarbageKey(file), g.SerializeAsString());
+    raised[file] = dead;
+    if (qualifies(size, dead)) *recounted = true;
+  }
+  if (!raised.empty() && impl_->index->Write(leveldb::WriteOptions(), &wb).ok()) {
+    for (const auto& [file, dead] : raised) impl_->garbage[file] = dead;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LevelDbTensorStore::ReclaimFile(
+    uint64_t file, const std::vector<std::pair<std::string, std::string>>& live,
+    ReclaimStats* stats) {
+  constexpr uint64_t kChunkBytes = 16u << 20;
+  size_t next = 0;
+  while (next < live.size()) {
+    // Read a chunk of live values (their checksums checked) without locks.
+    std::string bytes;
+    struct Moved {
+      const std::pair<std::string, std::string>* entry;
+      uint64_t offset;
+      storage::ValueRef ref;
+    };
+    std::vector<Moved> moved;
+    while (next < live.size() && (moved.empty() || bytes.size() < kChunkBytes)) {
+      const auto& entry = live[next++];
+      storage::ValueRef ref;
+      if (!ref.ParseFromString(entry.second)) continue;
+      auto value = impl_->values->Read(ref);
+      if (!value.ok()) {
+        return absl::Status(value.status().code(),
+                            absl::StrCat("rewriting value file ", impl_->values->FileName(file),
+                                         ": ", DescribeValueKey(entry.first), ": ",
+                                         value.status().message(), " (the file is kept)"));
+      }
+      moved.push_back(Moved{&entry, bytes.size(), ref});
+      bytes.append(*value);
+    }
+    if (moved.empty()) continue;
+    absl::MutexLock lock(&impl_->write_mu);
+    if (!impl_->failed.ok()) return impl_->failed;
+    TK_ASSIGN_OR_RETURN(ValueLog::Position at, impl_->values->Append(bytes));
+    // The copies are durable before any entry points to them.
+    TK_RETURN_IF_ERROR(impl_->values->Sync());
+    TK_RETURN_IF_ERROR(Fault("gc.copied"));
+    leveldb::WriteBatch wb;
+    uint64_t old_garbage = impl_->garbage.count(file) ? impl_->garbage[file] : 0;
+    uint64_t new_garbage = impl_->garbage.count(at.file) ? impl_->garbage[at.file] : 0;
+    std::string encoded;
+    for (const Moved& m : moved) {
+      old_garbage += m.ref.size();
+      // Only where the entry still points to the old copy: a value deleted
+      // meanwhile stays deleted (its copy is garbage of the new file).
+      std::string now;
+      const leveldb::Status got = impl_->index->Get(leveldb::ReadOptions(), m.entry->first, &now);
+      if (!got.ok() || now != m.entry->second) {
+        new_garbage += m.ref.size();
+        continue;
+      }
+      storage::ValueRef ref = m.ref;
+      ref.set_file(at.file);
+      ref.set_offset(at.offset + m.offset);
+      ref.SerializeToString(&encoded);
+      wb.Put(m.entry->first, encoded);
+    }
+    storage::ValueGarbage g;
+    g.set_bytes(old_garbage);
+    wb.Put(ValueGarbageKey(file), g.SerializeAsString());
+    if (new_garbage > 0) {
+      g.set_bytes(new_garbage);
+      wb.Put(ValueGarbageKey(at.file), g.SerializeAsString());
+    }
+    leveldb::WriteOptions wo;
+    wo.sync = true;
+    const leveldb::Status s = impl_->index->Write(wo, &wb);
+    if (!s.ok()) {
+      impl_->failed = FromLevelDb(s, "writing to the database");
+      impl_->next_reopen = std::chrono::steady_clock::time_point();
+      return impl_->failed;
+    }
+    impl_->garbage[file] = old_garbage;
+    if (new_garbage > 0) impl_->garbage[at.file] = new_garbage;
+    stats->bytes_copied += bytes.size();
+    TK_RETURN_IF_ERROR(Fault("gc.indexed"));
+  }
+  TK_RETURN_IF_ERROR(Fault("gc.dropping"));
+  // Removed before its garbage entry: a crash in between leaves an entry of
+  // a missing file (deleted by the next reclaim), never a file without one.
+  TK_RETURN_IF_ERROR(impl_->values->Drop(file));
+  {
+    absl::MutexLock lock(&impl_->write_mu);
+    leveldb::WriteBatch wb;
+    wb.Delete(ValueGarbageKey(file));
+    if (impl_->failed.ok() && impl_->index->Write(leveldb::WriteOptions(), &wb).ok()) {
+      impl_->garbage.erase(file);
+    }
+  }
+  ++stats->files_dropped;
+  if (!live.empty()) ++stats->files_rewritten;
+  return absl::OkStatus();
 }
 
 }  // namespace tensorkeep

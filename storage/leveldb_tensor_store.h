@@ -13,9 +13,13 @@
 #define TENSORKEEP_STORAGE_LEVELDB_TENSOR_STORE_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "storage/tensor_store.h"
@@ -28,6 +32,9 @@ namespace tensorkeep {
 
 // The value log's subdirectory of LevelDbOptions::path.
 inline constexpr char kValuesSubdir[] = "values";
+// LevelDbOptions::value_gc_live_fraction: a value file half garbage is
+// rewritten (copying costs at most as many bytes as it frees).
+inline constexpr double kDefaultValueGcLiveFraction = 0.5;
 
 struct LevelDbOptions {
   // Data directory; created (with parents) when missing.
@@ -67,6 +74,15 @@ struct LevelDbOptions {
   // has room for it besides min_free_bytes. It must exceed write_buffer_size
   // (opening writes the recovered log out as a table). Default Env only; 0: none.
   uint64_t start_reserve_bytes = 0;
+  // ReclaimValueSpace rewrites (or drops) a value file once its live bytes
+  // are at most this fraction of its size (--vlog-gc-threshold). 0: only
+  // files that hold nothing live are dropped.
+  double value_gc_live_fraction = kDefaultValueGcLiveFraction;
+  // Tests: called at each stage of ReclaimValueSpace ("gc.copied": live
+  // values appended to the new file, index not yet changed; "gc.indexed":
+  // index changed, old file not yet removed; "gc.dropping": about to remove
+  // the old file). A non-OK status stops the reclaim there, as a crash would.
+  std::function<absl::Status(std::string_view stage)> fault_point;
 };
 
 class LevelDbTensorStore : public TensorStore {
@@ -103,6 +119,13 @@ class LevelDbTensorStore : public TensorStore {
   absl::Status Scan(
       std::string_view prefix,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) override;
+  absl::Status ScanKeys(std::string_view prefix, std::string_view from,
+                        const std::function<bool(std::string_view key, size_t entry_bytes)>& fn) override;
+  absl::Status Compact(std::string_view begin, std::string_view end) override;
+  // A deleted large value's bytes are counted as garbage of its file (in
+  // the index, in the same atomic write as the deletion); see TensorStore.
+  absl::StatusOr<ReclaimStats> ReclaimValueSpace() override;
+  SpaceStats Space() override;
 
  private:
   struct Impl;
@@ -116,8 +139,25 @@ class LevelDbTensorStore : public TensorStore {
   void TakeReserveIfRoom(uint64_t bytes);
   // The disk guard (LevelDbOptions::min_free_bytes) for a write of `bytes`.
   absl::Status CheckFreeSpace(uint64_t bytes);
-  // The value a large value's index entry `encoded_ref` points to.
+  // The value a large value's index entry `encoded_ref` points to. When the
+  // file is gone (ReclaimValueSpace moved the value meanwhile), the entry is
+  // read again and the value read where it points now.
   absl::StatusOr<std::string> ReadValue(std::string_view key, std::string_view encoded_ref);
+  // The index entry of `key` (db_mu taken shared).
+  absl::StatusOr<std::optional<std::string>> GetEntry(std::string_view key);
+  // Counts the values `batches` delete as garbage of their files: adds the
+  // new totals to `index` and returns them (applied once the write is in).
+  std::map<uint64_t, uint64_t> CountDeletedValues(const std::vector<Batch*>& batches,
+                                                  void* index);
+  // ReclaimValueSpace for one file: copies its live values (`live`: key,
+  // encoded entry) to the newest file, then removes it.
+  absl::Status ReclaimFile(uint64_t file,
+                           const std::vector<std::pair<std::string, std::string>>& live,
+                           ReclaimStats* stats);
+  absl::Status Fault(std::string_view stage) const;
+  // One round of ReclaimValueSpace; *recounted: it found files whose garbage
+  // was under-counted that now qualify.
+  absl::Status ReclaimRound(ReclaimStats* stats, bool* recounted);
   explicit LevelDbTensorStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -99,6 +99,44 @@ class TensorStore {
   virtual absl::Status Scan(
       std::string_view prefix,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
+
+  // Calls `fn` on every key with `prefix` that is >= `from`, in key order,
+  // until it returns false, with the size of its entry in the index, without
+  // reading values (a large value's bytes are not read: its entry is where
+  // they are). Large values' keys are visited like any other.
+  virtual absl::Status ScanKeys(std::string_view prefix, std::string_view from,
+                                const std::function<bool(std::string_view key, size_t entry_bytes)>& fn) = 0;
+
+  // Space reclamation (a trial's deletion: server/trial_reclaimer.h).
+  // Gives back the disk space of keys deleted in [begin, end) now rather than
+  // at some later compaction (LevelDB: CompactRange). Slow: off hot paths.
+  virtual absl::Status Compact(std::string_view begin, std::string_view end) {
+    (void)begin;
+    (void)end;
+    return absl::OkStatus();
+  }
+  // What one ReclaimValueSpace did.
+  struct ReclaimStats {
+    uint64_t files_dropped = 0;    // value files removed (rewritten or all garbage)
+    uint64_t files_rewritten = 0;  // of them, files whose live values were copied first
+    uint64_t bytes_copied = 0;     // live bytes copied to a new file
+    uint64_t bytes_freed = 0;      // size of the files removed
+  };
+  // Drops the large-value files (no longer written to) whose live bytes are
+  // at most the store's threshold of their size, first copying their live
+  // values to the newest file (each copy's index entries change in one atomic
+  // write, only where they still point to the old copy). Readers of a value
+  // being moved read it from either copy. Runs in the background: writers
+  // wait only for the short index writes. One call at a time.
+  virtual absl::StatusOr<ReclaimStats> ReclaimValueSpace() { return ReclaimStats(); }
+  // The large-value files and their garbage (bytes no key refers to), as
+  // tracked across restarts.
+  struct SpaceStats {
+    uint64_t value_files = 0;
+    uint64_t value_bytes = 0;
+    uint64_t value_garbage_bytes = 0;
+  };
+  virtual SpaceStats Space() { return SpaceStats(); }
 };
 
 }  // namespace tensorkeep

@@ -176,6 +176,46 @@ absl::Status ValueLog::Sync() {
   return absl::OkStatus();
 }
 
+uint64_t ValueLog::active_file() {
+  absl::MutexLock lock(&write_mu_);
+  return out_ != nullptr ? file_ : 0;
+}
+
+void ValueLog::Rotate() {
+  absl::MutexLock lock(&write_mu_);
+  RetireFile();
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> ValueLog::Files() {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  std::vector<std::string> children;
+  if (!env_->GetChildren(dir_, &children).ok()) return out;
+  for (std::string_view name : children) {
+    if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) {
+      continue;
+    }
+    uint64_t n = 0;
+    const std::string_view digits = name.substr(0, name.size() - kSuffix.size());
+    if (!absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &n)) continue;
+    uint64_t size = 0;
+    if (!env_->GetFileSize(FileName(n), &size).ok()) continue;
+    out.emplace_back(n, size);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::Status ValueLog::Drop(uint64_t file) {
+  {
+    absl::MutexLock lock(&read_mu_);
+    readers_.erase(file);
+  }
+  leveldb::Status s = env_->RemoveFile(FileName(file));
+  if (!s.ok() && !s.IsNotFound()) return IoError(s, absl::StrCat("removing ", FileName(file)));
+  if (sync_directory_) return SyncDirectory(dir_);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<leveldb::RandomAccessFile>> ValueLog::Reader(uint64_t file) {
   absl::MutexLock lock(&read_mu_);
   auto it = readers_.find(file);

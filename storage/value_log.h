@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -97,6 +98,19 @@ class ValueLog {
   absl::StatusOr<std::unique_ptr<Cursor>> OpenCursor(const storage::ValueRef& ref);
 
   std::string FileName(uint64_t file) const;
+
+  // ---- Reclaiming space (LevelDbTensorStore::ReclaimValueSpace) ----
+
+  // The file being appended to (0: none yet).
+  uint64_t active_file();
+  // Closes the file being appended to: the next Append starts a new one, and
+  // this one can be rewritten and removed.
+  void Rotate();
+  // Every value file: its number and size, in number order.
+  std::vector<std::pair<uint64_t, uint64_t>> Files();
+  // Removes `file` (not the active one): readers that opened it before keep
+  // reading their open handle; later reads of it fail with DataLoss.
+  absl::Status Drop(uint64_t file);
 
  private:
   ValueLog(leveldb::Env* env, std::string dir, uint64_t next_file, bool sync_directory,
