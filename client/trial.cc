@@ -195,6 +195,14 @@ absl::StatusOr<bool> Trial::End() const {
   return resp.was_running();
 }
 
+absl::StatusOr<v1::DeleteTrialResponse> Trial::Delete(bool wait_reclaimed) const {
+  v1::DeleteTrialRequest r;
+  r.set_trial(name_);
+  r.set_wait_reclaimed(wait_reclaimed);
+  return Call<v1::DeleteTrialRequest, v1::DeleteTrialResponse>(
+      *connection_, &v1::TensorKeep::Stub::DeleteTrial, r);
+}
+
 absl::StatusOr<std::vector<v1::RuleStatus>> Trial::RuleStatuses() const {
   TK_ASSIGN_OR_RETURN(auto resp, (Call<v1::TrialRef, v1::RuleStatusList>(
                                      *connection_, &v1::TensorKeep::Stub::ListRuleStatuses,

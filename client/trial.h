@@ -85,6 +85,12 @@ class Trial {
                             double timeout_seconds = 0) const;
   // Ends the trial; returns whether it was running.
   absl::StatusOr<bool> End() const;
+  // Deletes the trial and everything stored of it (an admin token's call):
+  // afterwards its readers get TrialNotFound and a writer opening the name
+  // starts a new trial. With `wait_reclaimed`, returns once its space is
+  // reclaimed too (the response says how much). Not retried: a repeat gets
+  // TrialNotFound.
+  absl::StatusOr<v1::DeleteTrialResponse> Delete(bool wait_reclaimed = true) const;
   absl::StatusOr<std::vector<v1::RuleStatus>> RuleStatuses() const;
   absl::Status ReportRuleStatus(const v1::RuleStatus& status) const;
 

@@ -37,6 +37,12 @@ Collector::Collector(const CollectorOptions& options, TensorStore* store)
 
 Collector::~Collector() {
   registry_->Stop();
+  std::unique_ptr<TrialReclaimer> reclaimer;
+  {
+    absl::MutexLock lock(&reclaimer_mu_);
+    reclaimer = std::move(reclaimer_);
+  }
+  reclaimer.reset();  // outside the lock: its last job may call back
   executor_.reset();
   committer_.reset();
   notifier_->Stop();
@@ -45,8 +51,117 @@ Collector::~Collector() {
 absl::StatusOr<std::unique_ptr<Collector>> Collector::Create(const CollectorOptions& options,
                                                              TensorStore* store) {
   std::unique_ptr<Collector> c(new Collector(options, store));
+  c->started_unix_ = c->Now();
   TK_RETURN_IF_ERROR(c->Recover());
+  TrialReclaimerOptions ro;
+  ro.fault_point = options.fault_point;
+  if (options.retain_days > 0) {
+    ro.sweep_seconds = options.retention_sweep_seconds > 0
+                           ? options.retention_sweep_seconds
+                           : std::clamp(options.retain_days * 86400 / 10, 0.1, 3600.0);
+  }
+  Collector* raw = c.get();
+  absl::MutexLock lock(&c->reclaimer_mu_);
+  c->reclaimer_ = std::make_unique<TrialReclaimer>(store, ro, [raw] { raw->ExpireTrials(); });
   return c;
+}
+
+double Collector::Now() const {
+  if (options_.clock) return options_.clock();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+size_t Collector::reclaims_pending() const {
+  absl::MutexLock lock(&reclaimer_mu_);
+  return reclaimer_ == nullptr ? 0 : reclaimer_->pending();
+}
+
+void Collector::DeleteTrial(const std::string& name, const std::string& who, bool wait_reclaimed,
+                            std::function<void(absl::StatusOr<v1::DeleteTrialResponse>)> done) {
+  auto trial = GetTrial(name);
+  if (!trial.ok()) {
+    done(trial.status());
+    return;
+  }
+  std::shared_ptr<Trial> held = *trial;
+  PendingWrite w;
+  w.trial = held;
+  w.update.delete_trial = true;
+  w.update.deleted_by = who;
+  w.update.deleted_unix = Now();
+  v1::DeleteTrialResponse response;
+  response.set_trial(name);
+  response.set_deleted_by(who);
+  response.set_deleted_unix(w.update.deleted_unix);
+  response.set_steps(held->StepCount());
+  response.set_workers(static_cast<uint32_t>(held->Workers().size()));
+  if (auto names = held->TensorNames(std::nullopt, kModeGlobal, {}, ""); names.ok()) {
+    response.set_tensor_names(names->size());
+  }
+  w.done = [this, held, response, wait_reclaimed,
+            done = std::move(done)](const absl::Status& s) mutable {
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = trials_.find(held->name());
+      if (it != trials_.end() && it->second == held) trials_.erase(it);
+    }
+    spdlog::info("{} deleted trial '{}' ({} steps, {} workers, {} tensor names)",
+                 response.deleted_by(), held->name(), response.steps(), response.workers(),
+                 response.tensor_names());
+    TrialReclaimer::Done reclaimed;
+    if (wait_reclaimed) {
+      reclaimed = [response, done](const absl::StatusOr<TrialReclaimer::Result>& r) mutable {
+        if (!r.ok()) {
+          done(absl::Status(r.status().code(),
+                            absl::StrCat("trial '", response.trial(),
+                                         "' is deleted, but reclaiming its space failed (it is "
+                                         "retried at the collector's next start): ",
+                                         r.status().message())));
+          return;
+        }
+        response.set_reclaimed(true);
+        response.set_index_bytes(r->index_bytes);
+        response.set_value_bytes(r->value_bytes);
+        response.set_value_files_freed_bytes(r->values.bytes_freed);
+        done(response);
+      };
+    } else {
+      done(response);
+    }
+    absl::MutexLock lock(&reclaimer_mu_);
+    if (reclaimer_ != nullptr) {
+      reclaimer_->Reclaim(held->name(), std::move(reclaimed));
+    } else if (reclaimed) {
+      reclaimed(absl::UnavailableError("the collector is shutting down"));
+    }
+  };
+  Submit(std::move(w));
+}
+
+void Collector::ExpireTrials() {
+  if (options_.retain_days <= 0) return;
+  const double now = Now();
+  const double keep = options_.retain_days * 86400;
+  for (const auto& t : Trials()) {
+    if (!t->ended() || t->deleted()) continue;
+    double ended = t->ended_unix();
+    if (ended <= 0) ended = started_unix_;  // ended before end times were recorded
+    if (now - ended < keep) continue;
+    const std::string name = t->name();
+    spdlog::info("trial '{}' ended {:.0f} s ago, more than --retain-days {}: deleting it", name,
+                 now - ended, options_.retain_days);
+    DeleteTrial(name, "retention", false,
+                [name](const absl::StatusOr<v1::DeleteTrialResponse>& r) {
+                  if (!r.ok()) {
+                    spdlog::warn("retention: deleting trial '{}': {}", name,
+                                 r.status().ToString());
+                  }
+                });
+  }
 }
 
 absl::StatusOr<std::shared_ptr<Trial>> Collector::GetTrial(const std::string& name) const {
@@ -57,20 +172,24 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetTrial(const std::string& na
     return MakeError(Reason::kTrialNotFound,
                      absl::StrCat("trial '", name, "' not found on this collector"));
   }
+  // Deleted, and not yet out of the map.
+  if (it->second->deleted()) return it->second->NotFoundError();
   return it->second;
 }
 
 absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::string& name) {
   absl::MutexLock lock(&mu_);
   auto it = trials_.find(name);
-  if (it != trials_.end()) return it->second;
-  if (trials_.size() >= options_.max_trials) {
+  if (it != trials_.end() && !it->second->deleted()) return it->second;
+  // (A deleted trial still in the map is replaced: its name is free.)
+  const size_t held = trials_.size() - (it != trials_.end() ? 1 : 0);
+  if (held >= options_.max_trials) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the collector holds ", trials_.size(), " trials, the most it may (max_trials); trial '",
+        "the collector holds ", held, " trials, the most it may (max_trials); trial '",
         name, "' cannot be created: delete trials no longer needed, or use another collector"));
   }
   auto trial = std::make_shared<Trial>(name, notifier_);
-  trials_.emplace(name, trial);
+  trials_[name] = trial;
   return trial;
 }
 
@@ -164,7 +283,9 @@ void Collector::DeclareWorkerLost(const std::string& trial, const std::string& w
 std::vector<std::shared_ptr<Trial>> Collector::Trials() const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<std::shared_ptr<Trial>> out;
-  for (const auto& [name, t] : trials_) out.push_back(t);
+  for (const auto& [name, t] : trials_) {
+    if (!t->deleted()) out.push_back(t);
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -29,6 +30,7 @@
 #include "server/memory_budget.h"
 #include "server/notifier.h"
 #include "server/trial.h"
+#include "server/trial_reclaimer.h"
 #include "server/value_cache.h"
 #include "server/worker_registry.h"
 #include "storage/tensor_store.h"
@@ -67,6 +69,18 @@ struct CollectorOptions {
   // LOST when no stream of it comes back within this many seconds
   // (server/worker_registry.h); <= 0: never by time.
   double worker_timeout_seconds = 60;
+  // Ended trials whose end is older than this many days are deleted by a
+  // periodic sweep (--retain-days; fractions of a day are allowed); <= 0:
+  // trials are kept until deleted.
+  double retain_days = 0;
+  // Seconds between two retention sweeps; <= 0: a tenth of retain_days,
+  // between 0.1 s and an hour.
+  double retention_sweep_seconds = 0;
+  // Unix time now (seconds): trials' creation and end times, and retention;
+  // null: the system clock. Tests pass their own.
+  std::function<double()> clock;
+  // Tests: TrialReclaimerOptions::fault_point (server/trial_reclaimer.h).
+  std::function<absl::Status(std::string_view stage)> fault_point;
 };
 
 class Collector {
@@ -155,6 +169,22 @@ class Collector {
   absl::StatusOr<v1::ReductionsResponse> Reductions(const v1::ReductionsRequest& request) const;
   absl::StatusOr<v1::HistogramResponse> Histogram(const v1::HistogramRequest& request) const;
 
+  // Deletes the trial (admin; `who` deleted it: a token's NAME, or
+  // "retention"). Calls `done` once the deletion is durable (on the committer
+  // thread) with what the trial held, or with the error (TrialNotFound;
+  // possibly at once, on this thread); with `wait_reclaimed`, only once its
+  // space is reclaimed too (on the reclaimer's thread). From then on the
+  // trial is gone: readers get TrialNotFound, its waits and watches end with
+  // it, its writers get Trial::DeletedError, it no longer counts against
+  // max_trials, and GetOrCreateTrial makes a new one of that name. Its data is
+  // removed in the background (server/trial_reclaimer.h). Never blocks.
+  void DeleteTrial(const std::string& trial, const std::string& who, bool wait_reclaimed,
+                   std::function<void(absl::StatusOr<v1::DeleteTrialResponse>)> done);
+  // Deletes the ended trials older than retain_days (the reclaimer's sweep).
+  void ExpireTrials();
+  // Deleted trials whose space is not yet reclaimed (tests).
+  size_t reclaims_pending() const;
+
   // Ends the trial (like every writer closing with end-of-training). Calls
   // `done` with whether it was running once durable (on the committer
   // thread), or with the error (possibly at once, on this thread). Never
@@ -182,8 +212,14 @@ class Collector {
   // The registry's timeout of (trial, worker) passed: queue its LOST.
   void OnWorkerTimeout(const std::string& trial, const std::string& worker, uint64_t generation);
 
+  // Unix seconds now (options_.clock, or the system clock).
+  double Now() const;
+
   const CollectorOptions options_;
   TensorStore* const store_;
+  // When this collector started: the end time of trials that ended before
+  // end times were recorded (retention counts from it).
+  double started_unix_ = 0;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Trial>> trials_ ABSL_GUARDED_BY(mu_);
@@ -199,6 +235,11 @@ class Collector {
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Committer> committer_;
   std::unique_ptr<Executor> executor_;  // stopped first: its tasks read the store
+  // Removes deleted trials' data and runs the retention sweep; stopped
+  // before the committer (the sweep submits deletions). Null once stopped:
+  // a deletion durable after that is finished at the next start.
+  mutable absl::Mutex reclaimer_mu_;
+  std::unique_ptr<TrialReclaimer> reclaimer_ ABSL_GUARDED_BY(reclaimer_mu_);
 };
 
 }  // namespace tensorkeep

@@ -1,6 +1,7 @@
 #include "server/committer.h"
 
 #include <chrono>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,10 +15,13 @@ namespace tensorkeep {
 Committer::Committer(TensorStore* store, bool sync,
                      std::map<std::string, storage::TrialMeta> trials,
                      std::map<std::pair<std::string, std::string>, storage::WorkerMeta> workers,
-                     size_t max_steps_per_trial)
+                     size_t max_steps_per_trial, const std::atomic<uint64_t>* next_block_id,
+                     std::function<double()> clock)
     : store_(store),
       sync_(sync),
       max_steps_per_trial_(max_steps_per_trial),
+      next_block_id_(next_block_id),
+      clock_(std::move(clock)),
       trial_meta_(std::move(trials)),
       worker_meta_(std::move(workers)) {
   for (const auto& [id, meta] : worker_meta_) ++worker_counts_[id.first];
@@ -139,6 +143,23 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
   const std::string& trial = write.trial->name();
 
   // Checks first: a refused write stages nothing.
+  // A deleted trial takes nothing more (a new trial of its name is another
+  // Trial object, made once the deletion is durable).
+  if (write.trial->deleted()) {
+    return u.delete_trial ? write.trial->NotFoundError() : write.trial->DeletedError();
+  }
+  if (auto d = staged->deleted.find(trial); d != staged->deleted.end()) {
+    if (u.delete_trial) {
+      return MakeError(Reason::kTrialNotFound,
+                       absl::StrCat("trial '", trial, "' not found on this collector (deleted by ",
+                                    d->second.first, ")"));
+    }
+    return TrialDeletedError(trial, d->second.first, d->second.second);
+  }
+  if (u.delete_trial) {
+    StageDeletion(write, staged, meta_batch);
+    return absl::OkStatus();
+  }
   const WorkerId wid{trial, u.worker};
   const storage::WorkerMeta* known = u.worker.empty() ? nullptr : FindWorker(*staged, wid);
   const bool new_worker = !u.worker.empty() && known == nullptr;
@@ -240,10 +261,13 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
 
   bool trial_changed = false;
   storage::TrialMeta& tm = StagedCopy(&staged->trials, trial_meta_, trial, &trial_changed);
+  const double now =
+      clock_ ? clock_()
+             : std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                   .count();
   if (trial_changed) {  // a new trial
     tm.set_num_workers(1);
-    tm.set_created_unix(
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    tm.set_created_unix(now);
   }
   if (u.num_workers > tm.num_workers()) {
     tm.set_num_workers(u.num_workers);
@@ -251,11 +275,14 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
   }
   if (u.end_trial && !tm.ended()) {
     tm.set_ended(true);
+    tm.set_ended_unix(now);
+    staged->ended.emplace_back(write.trial, now);
     trial_changed = true;
   }
   if (u.rule_status.has_value()) {
     const v1::RuleStatus& rs = *u.rule_status;
     put(RuleKey(trial, rs.rule()), rs);
+    staged->rules[trial].insert(rs.rule());
     if (rs.action() == "stop" && rs.state() == v1::RuleStatus::ISSUES_FOUND &&
         !tm.stop_requested()) {
       tm.set_stop_requested(true);
@@ -320,6 +347,8 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
       // Final, as the tracker's end: a LOST worker coming back later does
       // not make the trial run again.
       tm.set_ended(true);
+      tm.set_ended_unix(now);
+      staged->ended.emplace_back(write.trial, now);
       trial_changed = true;
       staged->logs.push_back(
           absl::StrCat("trial '", trial, "' ended: every worker closed or is lost"));
@@ -331,10 +360,53 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
   return absl::OkStatus();
 }
 
+void Committer::StageDeletion(const PendingWrite& write, Staged* staged,
+                              std::unique_ptr<TensorStore::Batch>* meta_batch) {
+  const TrialUpdate& u = write.update;
+  const std::string& trial = write.trial->name();
+  if (*meta_batch == nullptr) *meta_batch = store_->NewBatch();
+  TensorStore::Batch* b = meta_batch->get();
+  // Every block written so far has a smaller id: the writes staged before
+  // this one allocated theirs before, and a new trial of this name (made only
+  // once this write is durable) gets larger ones.
+  storage::DeletedTrial d;
+  d.set_deleted_by(u.deleted_by);
+  d.set_deleted_unix(u.deleted_unix);
+  d.set_block_bound(next_block_id_ != nullptr ? next_block_id_->load()
+                                              : std::numeric_limits<uint64_t>::max());
+  b->Put(DeletedTrialKey(trial, d.block_bound()), d.SerializeAsString());
+  b->Delete(TrialKey(trial));
+  const WorkerId first{trial, ""};
+  for (auto it = worker_meta_.lower_bound(first);
+       it != worker_meta_.end() && it->first.first == trial; ++it) {
+    b->Delete(WorkerKey(trial, it->first.second));
+  }
+  for (auto it = staged->workers.lower_bound(first);
+       it != staged->workers.end() && it->first.first == trial;) {
+    b->Delete(WorkerKey(trial, it->first.second));
+    it = staged->workers.erase(it);
+  }
+  std::set<std::string> rules = std::move(staged->rules[trial]);
+  for (const v1::RuleStatus& r : write.trial->RuleStatuses()) rules.insert(r.rule());
+  for (const std::string& rule : rules) b->Delete(RuleKey(trial, rule));
+  staged->rules.erase(trial);
+  staged->trials.erase(trial);
+  staged->worker_counts.erase(trial);
+  staged->deleted[trial] = {u.deleted_by, u.deleted_unix};
+}
+
 void Committer::Keep(Staged* staged) {
   for (auto& [name, meta] : staged->trials) trial_meta_[name] = std::move(meta);
   for (auto& [id, meta] : staged->workers) worker_meta_[id] = std::move(meta);
   for (const auto& [name, n] : staged->worker_counts) worker_counts_[name] = n;
+  for (const auto& [name, by] : staged->deleted) {
+    trial_meta_.erase(name);
+    worker_counts_.erase(name);
+    const WorkerId first{name, ""};
+    auto it = worker_meta_.lower_bound(first);
+    while (it != worker_meta_.end() && it->first.first == name) it = worker_meta_.erase(it);
+  }
+  for (const auto& [trial, at] : staged->ended) trial->NoteEnded(at);
 }
 
 void Committer::Run() {

@@ -35,14 +35,17 @@
 #ifndef TENSORKEEP_SERVER_COMMITTER_H_
 #define TENSORKEEP_SERVER_COMMITTER_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -82,9 +85,15 @@ class Committer {
  public:
   // `store` is not owned and must outlive the committer. `trials` and
   // `workers` are the metadata recovered at start-up.
+  // `next_block_id` (the Collector's block id counter; may be null in tests:
+  // then a deletion covers every block id) bounds the blocks a deletion
+  // covers. `clock` (unix seconds; null: the system clock) stamps trial
+  // creations and ends.
   Committer(TensorStore* store, bool sync, std::map<std::string, storage::TrialMeta> trials,
             std::map<std::pair<std::string, std::string>, storage::WorkerMeta> workers,
-            size_t max_steps_per_trial = kMaxStepsPerTrial);
+            size_t max_steps_per_trial = kMaxStepsPerTrial,
+            const std::atomic<uint64_t>* next_block_id = nullptr,
+            std::function<double()> clock = nullptr);
   // Drains the queue, then stops the thread.
   ~Committer();
 
@@ -106,6 +115,12 @@ class Committer {
     std::map<std::pair<std::string, uint64_t>, StepInfo> steps;
     std::map<std::tuple<std::string, int, uint64_t>, uint64_t> mode_steps;
     std::vector<std::string> logs;  // said once the group is durable
+    // Trials deleted by the group's writes: name -> (by, when).
+    std::map<std::string, std::pair<std::string, double>> deleted;
+    // Rule statuses the group stores, by trial (a deletion removes them too).
+    std::map<std::string, std::set<std::string>> rules;
+    // Trials the group ends, and when.
+    std::vector<std::pair<std::shared_ptr<Trial>, double>> ended;
   };
 
   void Run();
@@ -126,10 +141,19 @@ class Committer {
   absl::Status CheckSteps(const PendingWrite& write, const Staged& staged, size_t* fresh) const;
   // Keeps the metadata of a group that is durable.
   void Keep(Staged* staged);
+  // Stages the deletion of `write`'s trial (TrialUpdate::delete_trial):
+  // one atomic write stores a DeletedTrial entry (storage/stored.proto) and
+  // removes the trial's metadata, workers and rule statuses, so that the
+  // trial is whole or gone after a crash; its record blocks and values are
+  // removed afterwards (server/trial_reclaimer.h).
+  void StageDeletion(const PendingWrite& write, Staged* staged,
+                     std::unique_ptr<TensorStore::Batch>* meta_batch);
 
   TensorStore* const store_;
   const bool sync_;
   const size_t max_steps_per_trial_;
+  const std::atomic<uint64_t>* const next_block_id_;
+  const std::function<double()> clock_;
 
   mutable absl::Mutex mu_;
   std::deque<PendingWrite> queue_ ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,7 @@
 //   tensorkeep-server [--listen HOST:PORT] [--data-dir DIR] [--sync]
 //                     [--tls-cert F --tls-key F [--tls-client-ca F]]
 //                     [--auth-tokens F] [--insecure]
+//                     [--retain-days N] [--vlog-gc-threshold F] [--value-file-mb N]
 //                     [--log-level trace|debug|info|warn|error]
 //
 // Prints exactly "listening on HOST:PORT" (the real port) as its first line on
@@ -35,6 +36,7 @@ constexpr char kUsage[] =
     "                         [--value-cache-mb N] [--memory-budget-mb N]\n"
     "                         [--max-push-streams N] [--max-watchers N] [--max-trial-watchers N]\n"
     "                         [--min-free-disk-mb N] [--worker-timeout S]\n"
+    "                         [--retain-days N] [--vlog-gc-threshold F] [--value-file-mb N]\n"
     "                         [--log-level trace|debug|info|warn|error]\n"
     "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
     "                         [--auth-tokens FILE] [--insecure]\n"
@@ -64,6 +66,14 @@ constexpr char kUsage[] =
     "                      end-of-training is LOST when it has not reconnected within S\n"
     "                      seconds: later steps complete without it (default 60; 0: only\n"
     "                      `tensorkeep worker-lost` declares workers lost)\n"
+    "  --retain-days N     delete ended trials whose end is more than N days old (a\n"
+    "                      sweep every N/10 days, at most hourly; fractions allowed;\n"
+    "                      default: keep trials until `tensorkeep delete`)\n"
+    "  --vlog-gc-threshold F  after a deletion, a value-log file is rewritten (its live\n"
+    "                      values copied) and removed once its live bytes are at most F\n"
+    "                      of its size (default 0.5; 0: only files with nothing live)\n"
+    "  --value-file-mb N   close a value-log file for writing at N MiB (default 1024);\n"
+    "                      smaller files give deleted trials' space back sooner\n"
     "  --log-level L       log verbosity on stderr (default info)\n"
     "\n"
     "security (docs/shared-collector.md):\n"
@@ -157,6 +167,46 @@ int main(int argc, char** argv) {
         return Usage("--worker-timeout needs a number of seconds (0 to disable)");
       }
       options.collector.worker_timeout_seconds = seconds;
+    } else if (arg == "--retain-days" || arg == "--vlog-gc-threshold") {
+      const char* v = value(arg.c_str());
+      char* end = nullptr;
+      const double x = v == nullptr ? -1 : std::strtod(v, &end);
+      if (arg == "--retain-days") {
+        if (v == nullptr || *v == '\0' || *end != '\0' || !(x > 0) || x > 1e6) {
+          return Usage("--retain-days needs a number of days > 0 (fractions allowed)");
+        }
+        options.collector.retain_days = x;
+      } else {
+        if (v == nullptr || *v == '\0' || *end != '\0' || !(x >= 0) || x >= 1) {
+          return Usage("--vlog-gc-threshold needs a fraction in [0, 1)");
+        }
+        options.store.value_gc_live_fraction = x;
+      }
+    } else if (arg == "--value-file-mb") {
+      const char* v = value("--value-file-mb");
+      char* end = nullptr;
+      const unsigned long long mb = v == nullptr ? 0 : std::strtoull(v, &end, 10);
+      if (v == nullptr || *v == '\0' || *v == '-' || *end != '\0' || mb == 0 || mb > (1u << 20)) {
+        return Usage("--value-file-mb needs a number of MiB >= 1");
+      }
+      options.store.value_file_bytes = static_cast<uint64_t>(mb) << 20;
+    } else if (arg == "--test-abort-at") {
+      // Tests only (not in the usage): the process aborts, as if killed, at
+      // a stage of a deletion or a value-log rewrite ("delete.batch",
+      // "delete.compacted", "gc.copied", "gc.indexed", "gc.dropping").
+      const char* v = value("--test-abort-at");
+      if (v == nullptr || *v == '\0') return Usage("--test-abort-at needs a stage");
+      const std::string stage = v;
+      auto abort_at = [stage](std::string_view at) -> absl::Status {
+        if (at == stage) {
+          spdlog::warn("--test-abort-at {}: aborting", stage);
+          spdlog::default_logger()->flush();
+          std::abort();
+        }
+        return absl::OkStatus();
+      };
+      options.collector.fault_point = abort_at;
+      options.store.fault_point = abort_at;
     } else if (arg == "--tls-cert" || arg == "--tls-key" || arg == "--tls-client-ca" ||
                arg == "--auth-tokens") {
       const char* v = value(arg.c_str());

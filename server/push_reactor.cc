@@ -104,9 +104,20 @@ void PushReactor::OnTrialChanged() {
   Actions action;
   {
     absl::MutexLock lock(&mu_);
-    if (stop_sent_ || finished_ || !session_.trial()->stop_requested(nullptr)) return;
-    ack_wanted_ = true;
-    action = NextActionsLocked();
+    if (finished_) return;
+    if (session_.trial()->deleted()) {
+      // The writer learns it now, not at its next write: the stream ends
+      // (once what is in flight is answered) with the deletion's error.
+      if (reads_done_) return;  // ending already
+      error_ = session_.trial()->DeletedError();
+      reads_done_ = true;
+      ack_wanted_ = true;
+      action = NextActionsLocked();
+    } else {
+      if (stop_sent_ || !session_.trial()->stop_requested(nullptr)) return;
+      ack_wanted_ = true;
+      action = NextActionsLocked();
+    }
   }
   Act(action);
 }

@@ -52,6 +52,23 @@ absl::Status Collector::Recover() {
     return false;
   };
 
+  // Trials being deleted (server/trial_reclaimer.h): their blocks with ids
+  // below the bound are ignored here and removed by the reclaimer.
+  std::map<std::string, uint64_t, std::less<>> deleted_below;
+  uint64_t max_bound = 0;
+  TK_RETURN_IF_ERROR(store_->ScanKeys(
+      FamilyPrefix(KeyFamily::kDeletedTrial), "", [&](std::string_view k, size_t) {
+        KeyReader r(k);
+        KeyFamily f;
+        std::string_view trial;
+        uint64_t bound = 0;
+        if (!r.Family(&f) || !r.Str(&trial) || !r.U64(&bound)) return corrupt("deleted trial");
+        uint64_t& b = deleted_below[std::string(trial)];
+        b = std::max(b, bound);
+        max_bound = std::max(max_bound, bound);
+        return true;
+      }));
+  TK_RETURN_IF_ERROR(bad);
   TK_RETURN_IF_ERROR(
       store_->Scan(FamilyPrefix(KeyFamily::kTrial), [&](std::string_view k, std::string_view v) {
         KeyReader r(k);
@@ -98,6 +115,9 @@ absl::Status Collector::Recover() {
         if (!r.Family(&f) || !r.Str(&trial) || !r.U64(&step) || !r.Str(&worker) || !r.U64(&id)) {
           return corrupt("record block key");
         }
+        if (auto d = deleted_below.find(trial); d != deleted_below.end() && id < d->second) {
+          return true;  // of a deleted trial
+        }
         Trial* t = trial_of(trial);
         if (t == nullptr) return corrupt("record block (unknown trial)");
         auto block = RecordBlock::Parse(v);
@@ -136,7 +156,9 @@ absl::Status Collector::Recover() {
         return true;
       }));
   TK_RETURN_IF_ERROR(bad);
-  next_block_id_ = max_block_id + 1;
+  // New blocks must never fall under a deletion's bound (the reclaimer
+  // would take a new trial's blocks for the deleted one's).
+  next_block_id_ = std::max(max_block_id + 1, max_bound);
 
   TK_RETURN_IF_ERROR(
       store_->Scan(FamilyPrefix(KeyFamily::kWorker), [&](std::string_view k, std::string_view v) {
@@ -187,6 +209,7 @@ absl::Status Collector::Recover() {
       TrialUpdate u;
       u.end_trial = true;
       trials_[name]->ApplyQuietly(u);
+      if (meta.ended_unix() > 0) trials_[name]->NoteEnded(meta.ended_unix());
     }
   }
   spdlog::info("recovered {} trials, {} tensor records", trial_meta.size(), records);
@@ -198,7 +221,8 @@ absl::Status Collector::Recover() {
     expected.push_back(id);
   }
   committer_ = std::make_unique<Committer>(store_, options_.sync, std::move(trial_meta),
-                                           std::move(worker_meta), options_.max_steps_per_trial);
+                                           std::move(worker_meta), options_.max_steps_per_trial,
+                                           &next_block_id_, options_.clock);
   for (const auto& [trial, worker] : expected) registry_->Expect(trial, worker);
   if (!expected.empty() && options_.worker_timeout_seconds > 0) {
     spdlog::info("{} workers were active: each is lost unless it reconnects within {} s",

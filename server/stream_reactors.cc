@@ -59,7 +59,9 @@ bool ValueStreamReactor::LoadNext() {
 }
 
 bool ValueStreamReactor::Fail(const absl::Status& status) {
-  Finish(ToGrpcStatus(status, context_));
+  // A value that vanished with its deleted trial: the trial is not found.
+  Finish(ToGrpcStatus(trial_ != nullptr && trial_->deleted() ? trial_->NotFoundError() : status,
+                      context_));
   return false;
 }
 
@@ -193,6 +195,10 @@ WaitReactor::WaitReactor(grpc::CallbackServerContext* context, std::shared_ptr<T
 }
 
 void WaitReactor::Check() {
+  if (trial_->deleted()) {
+    Complete(trial_->NotFoundError());
+    return;
+  }
   // Steps are decided in ascending order (a step is complete when a later one
   // is), so only the lowest undecided one is looked at: a wake costs the
   // steps it decided, not the list.
@@ -272,7 +278,7 @@ WatchStepsReactor::WatchStepsReactor(std::shared_ptr<Trial> trial, uint64_t from
 }
 
 void WatchStepsReactor::PumpLocked() {
-  if (writing_ || finished_) return;
+  if (writing_ || finished_ || EndIfDeletedLocked()) return;
   auto next = trial_->CompleteStepsFrom(cursor_, 1);
   message_.Clear();
   if (!next.empty()) {
@@ -301,7 +307,7 @@ WatchRulesReactor::WatchRulesReactor(std::shared_ptr<Trial> trial)
 }
 
 void WatchRulesReactor::PumpLocked() {
-  if (writing_ || finished_) return;
+  if (writing_ || finished_ || EndIfDeletedLocked()) return;
   auto next = trial_->RuleStatusesAfter(cursor_, 1);
   if (next.empty()) return;
   cursor_ = next[0].first;

@@ -187,6 +187,14 @@ class TrialWatchReactor : public grpc::ServerWriteReactor<Message> {
     PumpLocked();
   }
   virtual void PumpLocked() = 0;  // guard_->mu held
+  // Ends the watch with TrialNotFound once the trial is deleted (no write
+  // pending); true if it did (or the watch is finishing).
+  bool EndIfDeletedLocked() {
+    if (!trial_->deleted()) return false;
+    finished_ = true;
+    this->Finish(ToGrpcStatus(trial_->NotFoundError(), nullptr));
+    return true;
+  }
 
   const std::shared_ptr<Trial> trial_;
   // Guarded by guard_->mu.

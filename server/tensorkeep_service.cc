@@ -143,6 +143,27 @@ grpc::ServerUnaryReactor* TensorKeepService::EndTrial(grpc::CallbackServerContex
   return reactor;
 }
 
+grpc::ServerUnaryReactor* TensorKeepService::DeleteTrial(grpc::CallbackServerContext* context,
+                                                         const v1::DeleteTrialRequest* request,
+                                                         v1::DeleteTrialResponse* response) {
+  // Finished from the committer's (or, waiting for the space, the
+  // reclaimer's) completion, as EndTrial.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const CallAccess access = Access(context);
+  if (absl::Status allowed = access.CheckTrial(request->trial()); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed, context));
+    return reactor;
+  }
+  spdlog::info("{} ({}) deletes trial '{}'", access.who(), context->peer(), request->trial());
+  collector_->DeleteTrial(
+      request->trial(), access.who(), request->wait_reclaimed(),
+      [context, reactor, response](absl::StatusOr<v1::DeleteTrialResponse> deleted) {
+        if (deleted.ok()) *response = std::move(*deleted);
+        reactor->Finish(ToGrpcStatus(deleted.status(), context));
+      });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* TensorKeepService::DeclareWorkerLost(
     grpc::CallbackServerContext* context, const v1::DeclareWorkerLostRequest* request,
     v1::WorkerStatus* response) {

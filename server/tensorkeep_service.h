@@ -59,6 +59,9 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
   grpc::ServerUnaryReactor* EndTrial(grpc::CallbackServerContext* context,
                                      const v1::TrialRef* request,
                                      v1::EndTrialResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteTrial(grpc::CallbackServerContext* context,
+                                        const v1::DeleteTrialRequest* request,
+                                        v1::DeleteTrialResponse* response) override;
   grpc::ServerUnaryReactor* DeclareWorkerLost(grpc::CallbackServerContext* context,
                                               const v1::DeclareWorkerLostRequest* request,
                                               v1::WorkerStatus* response) override;

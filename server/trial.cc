@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "server/validation.h"
@@ -72,6 +73,12 @@ int Trial::FindWorkerLocked(const std::string& worker) const {
 }
 
 void Trial::ApplyLocked(const TrialUpdate& update) {
+  if (update.delete_trial) {
+    deleted_ = true;
+    deleted_by_ = update.deleted_by;
+    deleted_unix_ = update.deleted_unix;
+    return;
+  }
   if (update.num_workers > 0) tracker_.DeclareWorkers(update.num_workers);
   int wid = -1;
   if (!update.worker.empty()) wid = WorkerIdLocked(update.worker);
@@ -201,6 +208,54 @@ int64_t Trial::CompleteThrough() const {
 bool Trial::ended() const {
   absl::ReaderMutexLock lock(&mu_);
   return tracker_.ended();
+}
+
+double Trial::ended_unix() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return ended_unix_;
+}
+
+void Trial::NoteEnded(double unix) {
+  absl::MutexLock lock(&mu_);
+  if (ended_unix_ == 0) ended_unix_ = unix;
+}
+
+bool Trial::deleted(std::string* by, double* at) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (by != nullptr) *by = deleted_by_;
+  if (at != nullptr) *at = deleted_unix_;
+  return deleted_;
+}
+
+absl::Status Trial::NotFoundError() const {
+  std::string by;
+  double at = 0;
+  if (!deleted(&by, &at)) {
+    return MakeError(Reason::kTrialNotFound,
+                     absl::StrCat("trial '", name_, "' not found on this collector"));
+  }
+  return MakeError(Reason::kTrialNotFound,
+                   absl::StrCat("trial '", name_, "' not found on this collector (deleted by ", by,
+                                " at ", UnixTimeText(at), ")"));
+}
+
+absl::Status Trial::DeletedError() const {
+  std::string by;
+  double at = 0;
+  deleted(&by, &at);
+  return TrialDeletedError(name_, by, at);
+}
+
+absl::Status TrialDeletedError(const std::string& trial, const std::string& by, double unix) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("trial '", trial, "' was deleted by ", by, " at ", UnixTimeText(unix),
+                   ": nothing more is stored for it (a new trial of that name starts empty when "
+                   "a writer opens it again)"));
+}
+
+std::string UnixTimeText(double unix) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(static_cast<int64_t>(unix)),
+                          absl::UTCTimeZone());
 }
 
 bool Trial::stop_requested(std::string* reason) const {

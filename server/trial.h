@@ -93,7 +93,17 @@ struct TrialUpdate {
   double lost_unix = 0;     // kLost: when
   bool end_trial = false;
   std::optional<v1::RuleStatus> rule_status;
+  // The trial is deleted (Collector::DeleteTrial): by whom (a token's NAME,
+  // or "retention") and when. Nothing else of the update applies.
+  bool delete_trial = false;
+  std::string deleted_by;
+  double deleted_unix = 0;
 };
+
+// The error a writer of a deleted trial gets (FAILED_PRECONDITION).
+absl::Status TrialDeletedError(const std::string& trial, const std::string& by, double unix);
+// "2026-11-24T08:30:00Z": how messages give a time.
+std::string UnixTimeText(double unix);
 
 enum class StepState { kUnavailable = 1, kAvailable = 2, kNotYetAvailable = 3 };
 
@@ -145,6 +155,17 @@ class Trial : public std::enable_shared_from_this<Trial> {
   // The global step saved as (mode, mode_step), if any (mode not GLOBAL).
   std::optional<uint64_t> FindGlobalStep(int mode, uint64_t mode_step) const;
   bool ended() const;
+  // When it ended (unix seconds): 0 while running, or when unknown (it ended
+  // before the collector recorded end times).
+  double ended_unix() const;
+  // Records when it ended (the committer, once the end is durable).
+  void NoteEnded(double unix);
+  // Deleted (Collector::DeleteTrial): the object stays valid for those who
+  // hold it, but the trial is gone. `by` and `at` say who deleted it, when.
+  bool deleted(std::string* by = nullptr, double* at = nullptr) const;
+  // TrialNotFound for a reader of the deleted trial; the writers' error.
+  absl::Status NotFoundError() const;
+  absl::Status DeletedError() const;
   // Every step <= this is complete (kNone: none; kAll once ended).
   int64_t CompleteThrough() const;
   bool stop_requested(std::string* reason) const;
@@ -300,6 +321,10 @@ class Trial : public std::enable_shared_from_this<Trial> {
   std::map<std::string, uint64_t> rule_change_of_ ABSL_GUARDED_BY(mu_);
   uint64_t rule_change_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  double ended_unix_ ABSL_GUARDED_BY(mu_) = 0;
+  bool deleted_ ABSL_GUARDED_BY(mu_) = false;
+  std::string deleted_by_ ABSL_GUARDED_BY(mu_);
+  double deleted_unix_ ABSL_GUARDED_BY(mu_) = 0;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
 
   const std::shared_ptr<Notifier> notifier_;

@@ -54,6 +54,9 @@ commands:
                                            R: min max mean std variance sum prod l1 l2
   histogram TRIAL NAME --step N [--bins B] [--range LO,HI] [--mode M] [--worker W]
   end TRIAL                                end the trial (no more steps)
+  delete TRIAL [--no-wait]                 delete the trial and its data (admin token; asks
+                                           nothing); waits until its space is reclaimed
+                                           unless --no-wait, and prints what was deleted
   wait TRIAL STEP... [--mode M] [--timeout S]
                                            return when the steps are available
   watch TRIAL [--from N]                   print each newly complete step
@@ -450,6 +453,41 @@ int End(const Args& args, Context& ctx) {
   return 0;
 }
 
+// "1.5 GiB", "12.0 MiB", "300 B".
+std::string Bytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+int Delete(const Args& args, Context& ctx) {
+  if (args.positional().size() != 1) return UsageError("delete needs TRIAL");
+  auto deleted = client::Trial(ctx.connection, args.positional()[0]).Delete(!args.Has("no-wait"));
+  if (!deleted.ok()) return Fail(deleted.status());
+  if (ctx.json) {
+    std::cout << ToJson(*deleted) << "\n";
+    return 0;
+  }
+  std::cout << "deleted trial " << deleted->trial() << " (" << deleted->steps() << " steps, "
+            << deleted->workers() << " workers, " << deleted->tensor_names()
+            << " tensor names), by " << deleted->deleted_by() << "\n";
+  if (deleted->reclaimed()) {
+    std::cout << "reclaimed: " << Bytes(deleted->index_bytes()) << " of index entries, "
+              << Bytes(deleted->value_bytes()) << " of large values; value files removed: "
+              << Bytes(deleted->value_files_freed_bytes()) << "\n";
+  } else {
+    std::cout << "its space is reclaimed in the background\n";
+  }
+  return 0;
+}
+
 int Wait(const Args& args, Context& ctx) {
   if (args.positional().size() < 2) return UsageError("wait needs TRIAL STEP...");
   auto where = ReadWhere(args);
@@ -610,6 +648,7 @@ int RunCli(const std::vector<std::string>& argv) {
       {"reduce", {Reduce, {"step", "mode", "worker", "reduction"}, {"abs"}}},
       {"histogram", {HistogramCmd, {"step", "mode", "worker", "bins", "range"}, {}}},
       {"end", {End, {}, {}}},
+      {"delete", {Delete, {}, {"no-wait"}}},
       {"wait", {Wait, {"mode", "timeout"}, {}}},
       {"watch", {Watch, {"from"}, {}}},
       {"rules", {Rules, {}, {"watch"}}},

@@ -40,6 +40,8 @@ constexpr Entry kTable[] = {
     {"tensorkeep.v1.TensorKeep", "WatchRuleStatuses", Role::kRead},
     // Completeness stops waiting for the worker: a writer's decision.
     {"tensorkeep.v1.TensorKeep", "DeclareWorkerLost", Role::kWrite},
+    // Deletion (and with it retention) is the admin's.
+    {"tensorkeep.v1.TensorKeep", "DeleteTrial", Role::kAdmin},
     // Probes (load balancers, Kubernetes) carry no token.
     {"grpc.health.v1.Health", "Check", Role::kNone},
     {"grpc.health.v1.Health", "Watch", Role::kNone},

@@ -320,7 +320,9 @@ TEST_F(AccessTest, TrialPrefixesScopeEveryRpcThatNamesATrial) {
         CallGeneric(channel, path, request->SerializeAsString(), kTeamToken, m->server_streaming());
     EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
         << r.status.error_message();
-    EXPECT_NE(r.status.error_message().find("team-a-"), std::string::npos)
+    // Refused for its role (DeleteTrial needs admin) or for its prefixes.
+    const std::string says = ExpectedRole(m->name()) > Role::kWrite ? "needs admin" : "team-a-";
+    EXPECT_NE(r.status.error_message().find(says), std::string::npos)
         << r.status.error_message();
   }
   EXPECT_GE(scoped, 20);
@@ -353,10 +355,27 @@ TEST_F(AccessTest, TrialPrefixesScopeEveryRpcThatNamesATrial) {
   EXPECT_TRUE(CallGeneric(channel, "/tensorkeep.v1.TensorKeep/EndTrial", own.SerializeAsString(),
                           kTeamToken)
                   .status.ok());
+  // So is who deleted one; the other team's trial stays.
+  v1::DeleteTrialRequest del;
+  del.set_trial("team-a-run");
+  const CallResult deleted = CallGeneric(channel, "/tensorkeep.v1.TensorKeep/DeleteTrial",
+                                         del.SerializeAsString(), kAdminToken);
+  ASSERT_TRUE(deleted.status.ok()) << deleted.status.error_message();
+  v1::DeleteTrialResponse what;
+  ASSERT_TRUE(what.ParseFromString(deleted.first_response));
+  EXPECT_EQ(what.deleted_by(), "boss");
+  EXPECT_EQ(CallGeneric(channel, "/tensorkeep.v1.TensorKeep/GetTrial", own.SerializeAsString(),
+                        kTeamToken)
+                .status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(CallGeneric(channel, "/tensorkeep.v1.TensorKeep/GetTrial", other.SerializeAsString(),
+                          kReadToken)
+                  .status.ok());
   server.Signal(SIGTERM);
   server.Wait();
   EXPECT_NE(server.stderr_text.find("team-a ("), std::string::npos) << server.stderr_text;
   EXPECT_NE(server.stderr_text.find("ends trial 'team-a-run'"), std::string::npos);
+  EXPECT_NE(server.stderr_text.find("boss deleted trial 'team-a-run'"), std::string::npos);
 }
 
 // A token removed from the file stops working once SIGHUP is handled; a new

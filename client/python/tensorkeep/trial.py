@@ -627,6 +627,36 @@ class Trial:
         """
         return self._unary("EndTrial", pb.TrialRef(trial=self.trial), retry=False).was_running
 
+    def delete(self, wait_reclaimed: bool = True) -> Dict[str, Any]:
+        """Deletes the trial and everything stored of it (needs an admin token).
+
+        Afterwards its readers get TrialNotFound, its writers an error naming
+        who deleted it, and a writer opening the name starts a new, empty
+        trial. With ``wait_reclaimed`` (the default) this returns once the
+        collector has reclaimed the trial's space. Returns what was deleted:
+        ``trial``, ``deleted_by``, ``deleted_unix``, ``steps``, ``workers``,
+        ``tensor_names``, ``reclaimed`` and, when reclaimed, ``index_bytes``,
+        ``value_bytes`` and ``value_files_freed_bytes``. Not retried (a repeat
+        raises TrialNotFound).
+        """
+        r = self._unary(
+            "DeleteTrial",
+            pb.DeleteTrialRequest(trial=self.trial, wait_reclaimed=wait_reclaimed),
+            retry=False,
+        )
+        return {
+            "trial": r.trial,
+            "deleted_by": r.deleted_by,
+            "deleted_unix": r.deleted_unix,
+            "steps": r.steps,
+            "workers": r.workers,
+            "tensor_names": r.tensor_names,
+            "reclaimed": r.reclaimed,
+            "index_bytes": r.index_bytes,
+            "value_bytes": r.value_bytes,
+            "value_files_freed_bytes": r.value_files_freed_bytes,
+        }
+
     @property
     def loaded_all_steps(self) -> bool:
         """True once the trial ended: no more steps will come (smdebug's attribute)."""

@@ -1,13 +1,13 @@
 """create_trial: the entry point of the analysis API, as smdebug.trials."""
 
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from . import _address
 from .exceptions import SMDebugNotImplementedError
 from .step_state import StepState
 from .trial import Trial
 
-__all__ = ["create_trial", "Trial", "StepState"]
+__all__ = ["create_trial", "delete_trial", "Trial", "StepState"]
 
 
 def create_trial(
@@ -56,3 +56,16 @@ def create_trial(
             "create the trial without profiler=True to analyse the saved tensors"
         )
     return Trial(_address.parse(path, server), name=name, range_steps=range_steps)
+
+
+def delete_trial(path: str, server: Optional[str] = None, *, wait_reclaimed: bool = True) -> Dict[str, Any]:
+    """Deletes a trial and everything stored of it from its collector (needs an admin token).
+
+    ``path`` and ``server`` are as for create_trial. Returns what was deleted
+    (see Trial.delete). Raises TrialNotFound when there is no such trial.
+    """
+    trial = Trial(_address.parse(path, server))
+    try:
+        return trial.delete(wait_reclaimed=wait_reclaimed)
+    finally:
+        trial.close()
