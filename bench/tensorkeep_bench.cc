@@ -49,6 +49,7 @@
 #include "bench/baselines.h"
 #include "bench/report.h"
 #include "bench/hostile_regex.h"
+#include "bench/reclaim.h"
 #include "bench/soak.h"
 #include "bench/subprocess.h"
 #include "client/connection.h"
@@ -76,7 +77,8 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kAllBenchmarks[] =
-    "ingest,small-steps,secure,steps,names,value,values,reduce,watch,memory,hostile-regex,python,hook";
+    "ingest,small-steps,secure,steps,names,value,values,reduce,watch,memory,hostile-regex,reclaim,"
+    "python,hook";
 // Benchmarks that run only when asked for by name (--benchmarks=soak).
 constexpr char kOptionalBenchmarks[] = "soak";
 
@@ -85,7 +87,8 @@ constexpr char kUsage[] =
     "                        [--python PATH] [--pythonpath DIR] [--server-binary PATH]\n"
     "\n"
     "  --benchmarks=LIST  comma-separated, from: ingest, small-steps, secure, steps, names,\n"
-    "                     value, values, reduce, watch, memory, hostile-regex, python, hook\n"
+    "                     value, values, reduce, watch, memory, hostile-regex, reclaim, python,\n"
+    "                     hook\n"
     "                     (default: all, in that order);\n"
     "                     soak (issue 11: 10 minutes; only when named)\n"
     "  --json FILE        also write every result as JSON to FILE\n"
@@ -223,6 +226,7 @@ class Bench {
     if (name == "hook") return Hook();
     if (name == "soak") return Soak();
     if (name == "hostile-regex") return HostileRegex();
+    if (name == "reclaim") return Reclaim();
     return absl::InvalidArgumentError(absl::StrCat("unknown benchmark '", name, "'"));
   }
 
@@ -1163,6 +1167,24 @@ class Bench {
       o.rounds = 1;
     }
     TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunHostileRegex(o));
+    for (Result& r : results) Add(std::move(r));
+    return absl::OkStatus();
+  }
+
+  // ------------------------------------------------------------ reclaim
+
+  absl::Status Reclaim() {
+    if (!flags_.server.empty()) {
+      return absl::InvalidArgumentError("reclaim runs its own collectors: drop --server");
+    }
+    ReclaimOptions o;
+    o.data_dir = NewDir("reclaim");
+    if (flags_.quick) {
+      o.trials = 4;
+      o.trial_bytes = 4 << 20;
+      o.value_file_bytes = 1 << 20;
+    }
+    TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunReclaim(o));
     for (Result& r : results) Add(std::move(r));
     return absl::OkStatus();
   }
