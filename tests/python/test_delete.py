@@ -31,8 +31,8 @@ def test_delete_trial_returns_what_was_deleted_and_readers_get_trial_not_found(s
     assert deleted["tensor_names"] == 5
     assert deleted["reclaimed"] is True
     assert deleted["index_bytes"] > 0
-    with pytest.raises(TrialNotFound):
-        create_trial(server.url(trial_name)).steps()
+    # As for a trial never written: listings are empty (live analysis waits for a job).
+    assert create_trial(server.url(trial_name)).steps() == []
     with pytest.raises(TrialNotFound):
         delete_trial(server.url(trial_name))
     # The other trial is untouched.
