@@ -189,11 +189,15 @@ Rss ReadRss(pid_t pid) {
 }
 
 absl::StatusOr<ServerProcess> SpawnServer(const std::string& server_binary,
-                                          const std::string& data_dir) {
+                                          const std::string& data_dir,
+                                          const std::vector<std::string>& extra_args) {
   ServerProcess out;
-  auto spawned = Subprocess::Spawn(
-      {server_binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir, "--log-level", "warn"}, {},
-      /*quiet_stderr=*/false);
+  std::vector<std::string> args = {server_binary, "--listen",    "127.0.0.1:0", "--data-dir",
+                                   data_dir,      "--log-level", "warn"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  const bool http =
+      std::find(extra_args.begin(), extra_args.end(), "--http-listen") != extra_args.end();
+  auto spawned = Subprocess::Spawn(args, {}, /*quiet_stderr=*/false);
   if (!spawned.ok()) return spawned.status();
   out.process = std::move(*spawned);
   auto line = out.process->ReadLine(30);
@@ -204,6 +208,16 @@ absl::StatusOr<ServerProcess> SpawnServer(const std::string& server_binary,
         absl::StrCat("tensorkeep-server printed '", *line, "' instead of '", prefix, "...'"));
   }
   out.address = line->substr(prefix.size());
+  if (http) {
+    auto second = out.process->ReadLine(30);
+    if (!second.ok()) return second.status();
+    const std::string http_prefix = "http listening on ";
+    if (second->rfind(http_prefix, 0) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "tensorkeep-server printed '", *second, "' instead of '", http_prefix, "...'"));
+    }
+    out.http_address = second->substr(http_prefix.size());
+  }
   return out;
 }
 

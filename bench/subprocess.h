@@ -70,11 +70,14 @@ class Subprocess {
 struct ServerProcess {
   std::unique_ptr<Subprocess> process;
   std::string address;
+  std::string http_address;  // with --http-listen in `extra_args`
 };
 // Starts `server_binary` on a free loopback port with `data_dir` (log level
-// warn, its stderr to ours) and waits up to 30 s for its `listening on` line.
+// warn, its stderr to ours) and `extra_args`, and waits up to 30 s for its
+// `listening on` line (and with --http-listen, its `http listening on`).
 absl::StatusOr<ServerProcess> SpawnServer(const std::string& server_binary,
-                                          const std::string& data_dir);
+                                          const std::string& data_dir,
+                                          const std::vector<std::string>& extra_args = {});
 
 }  // namespace bench
 }  // namespace tensorkeep

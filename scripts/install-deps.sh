@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libleveldb-dev libsnappy-dev libspdlog-dev zlib1g-dev libssl-dev libdeflate-dev
-  libre2-dev
+  libre2-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev openssl
   python3 python3-grpcio python3-protobuf python3-numpy python3-pytest

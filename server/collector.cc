@@ -208,6 +208,12 @@ std::vector<v1::WorkerStatus> Collector::WorkerStatuses(const Trial& trial) cons
   return out;
 }
 
+v1::TrialSummary Collector::SummaryOf(const Trial& trial) const {
+  v1::TrialSummary summary = trial.Summary();
+  MarkConnected(trial.name(), summary.mutable_worker_statuses());
+  return summary;
+}
+
 void Collector::MarkConnected(
     const std::string& trial,
     google::protobuf::RepeatedPtrField<v1::WorkerStatus>* statuses) const {

@@ -121,6 +121,9 @@ class Collector {
   void ReleaseWriter(const std::string& trial, const std::string& worker, uint64_t id);
   // Each worker's status (state, last steps, whether it has a live stream).
   std::vector<v1::WorkerStatus> WorkerStatuses(const Trial& trial) const;
+  // The trial's summary with each worker's `connected` set (what ListTrials,
+  // GetTrial and the HTTP API show).
+  v1::TrialSummary SummaryOf(const Trial& trial) const;
   // Sets `connected` in statuses of `trial`'s workers.
   void MarkConnected(const std::string& trial,
                      google::protobuf::RepeatedPtrField<v1::WorkerStatus>* statuses) const;
@@ -128,6 +131,8 @@ class Collector {
   // Queues a durable write (see Committer).
   void Submit(PendingWrite write) { committer_->Submit(std::move(write)); }
   size_t queued_bytes() const { return committer_->queued_bytes(); }
+  // What the committer made durable (/metrics).
+  const CommitMetrics& commit_metrics() const { return committer_->metrics(); }
 
   // ---- Operations that touch the store (the rest are Trial's). ----
 

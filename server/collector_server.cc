@@ -11,6 +11,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/limits.pb.h"
+#include "server/metrics/collector_metrics.h"
+#include "server/metrics/prometheus_text.h"
 #include "spdlog/spdlog.h"
 
 namespace tensorkeep {
@@ -24,6 +26,14 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   }
   TK_ASSIGN_OR_RETURN(auto credentials,
                       MakeServerCredentials(options.security, options.listen, s->access_.get()));
+  if (!options.http_listen.empty()) {
+    HttpOptions http;
+    http.listen = options.http_listen;
+    http.security = options.security;
+    TK_ASSIGN_OR_RETURN(s->http_, HttpServer::Create(http, s->access_.get()));
+  }
+  s->data_dir_ = options.store.path;
+  s->grpc_metrics_ = std::make_unique<GrpcRequestMetrics>();
   TK_ASSIGN_OR_RETURN(s->store_, LevelDbTensorStore::Open(options.store));
   if (!s->store_->open_note().empty()) spdlog::warn("{}", s->store_->open_note());
   auto collector = Collector::Create(options.collector, s->store_.get());
@@ -50,6 +60,11 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &s->port_);
   builder.RegisterService(s->service_.get());
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(s->grpc_metrics_->InterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   // gRPC binds with SO_REUSEPORT by default: a second collector on the same
   // port (with another data directory) would then start and take a random
   // share of the clients. Refuse the port instead.
@@ -88,7 +103,34 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   }
   s->address_ = absl::StrCat(options.listen.substr(0, colon), ":", s->port_);
   s->server_->GetHealthCheckService()->SetServingStatus(true);
+  s->serving_.store(true);
+  if (s->http_ != nullptr) {
+    CollectorServer* self = s.get();
+    s->http_->Get("/healthz", Role::kNone,
+                  [self](const httplib::Request&, const CallAccess&, httplib::Response& res) {
+                    const bool serving = self->serving_.load();
+                    res.status = serving ? 200 : 503;
+                    res.set_content(serving ? "ok\n" : "not serving (starting or draining)\n",
+                                    "text/plain; charset=utf-8");
+                  });
+    s->http_->Get("/metrics", Role::kRead,
+                  [self](const httplib::Request&, const CallAccess&, httplib::Response& res) {
+                    res.set_content(self->MetricsText(), kPrometheusContentType);
+                  });
+    s->api_ = std::make_unique<ApiV1>(s->collector_.get(), s->http_.get());
+    TK_RETURN_IF_ERROR(s->http_->Start());
+  }
   return s;
+}
+
+std::string CollectorServer::MetricsText() const {
+  CollectorMetricsSources sources;
+  sources.collector = collector_.get();
+  sources.grpc = grpc_metrics_.get();
+  sources.data_dir = data_dir_;
+  sources.open_streams = service_->active_pushes();
+  sources.serving = serving_.load();
+  return CollectorMetricsText(sources);
 }
 
 absl::Status CollectorServer::ReloadTokens() {
@@ -112,6 +154,7 @@ void CollectorServer::Shutdown(double grace_seconds) {
     // with a short deadline, cancelling read-only calls (waits and watches
     // are resumable).
     server_->GetHealthCheckService()->SetServingStatus(false);
+    serving_.store(false);
     service_->StartDraining();
     const auto give_up = std::chrono::steady_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
@@ -124,6 +167,11 @@ void CollectorServer::Shutdown(double grace_seconds) {
     }
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   }
+  // The HTTP handlers use the collector: stop them first (event streams
+  // wake and end, then the server waits for its handlers).
+  if (api_ != nullptr) api_->StopStreams();
+  if (http_ != nullptr) http_->Stop();
+  api_.reset();
   collector_.reset();  // drains the committer
   server_.reset();
   service_.reset();

@@ -1,12 +1,15 @@
 // CollectorServer: a running tensorkeep collector — store, Collector, gRPC
 // service and server — as tensorkeep-server and the tests start it. Beside
 // the TensorKeep service it serves grpc.health.v1.Health (SERVING once
-// started, NOT_SERVING from the start of Shutdown) and server reflection.
+// started, NOT_SERVING from the start of Shutdown) and server reflection;
+// with ServerOptions::http_listen, the HTTP port (server/http/http_server.h)
+// whose /healthz follows the health service.
 //
 // Thread safety: Shutdown() may be called from any thread, once.
 #ifndef TENSORKEEP_SERVER_COLLECTOR_SERVER_H_
 #define TENSORKEEP_SERVER_COLLECTOR_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -14,6 +17,9 @@
 #include "grpcpp/grpcpp.h"
 #include "server/access/server_security.h"
 #include "server/collector.h"
+#include "server/http/api_v1.h"
+#include "server/http/http_server.h"
+#include "server/metrics/grpc_request_metrics.h"
 #include "server/tensorkeep_service.h"
 #include "storage/leveldb_tensor_store.h"
 
@@ -30,6 +36,9 @@ struct ServerOptions {
   size_t grpc_memory_bytes = 256u << 20;
   // TLS, tokens, and whether a non-loopback address may go without them.
   ServerSecurity security;
+  // HOST:PORT of the HTTP port (/metrics, /healthz, the JSON API:
+  // server/http/); empty: none. Port 0 picks a free port.
+  std::string http_listen;
 };
 
 class CollectorServer {
@@ -43,6 +52,10 @@ class CollectorServer {
   // "HOST:PORT" with the real port.
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // The HTTP port's "HOST:PORT" with the real port; empty without one.
+  std::string http_address() const { return http_ == nullptr ? "" : http_->address(); }
+  // Calls by method and status code (/metrics).
+  const GrpcRequestMetrics& grpc_metrics() const { return *grpc_metrics_; }
   Collector* collector() const { return collector_.get(); }
 
   // Reads the --auth-tokens file again (SIGHUP); on an error the tokens in
@@ -56,12 +69,21 @@ class CollectorServer {
  private:
   CollectorServer() = default;
 
+  // The /metrics page's text.
+  std::string MetricsText() const;
+
   std::unique_ptr<AccessControl> access_;  // null without --auth-tokens
+  std::unique_ptr<GrpcRequestMetrics> grpc_metrics_;
   std::unique_ptr<LevelDbTensorStore> store_;
   std::unique_ptr<Collector> collector_;
   std::unique_ptr<TensorKeepService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;  // null without http_listen
+  std::unique_ptr<ApiV1> api_;        // its /api/v1/
   std::string address_;
+  std::string data_dir_;
+  // The health service's status, for /healthz.
+  std::atomic<bool> serving_{false};
   int port_ = 0;
   bool shut_down_ = false;
 };

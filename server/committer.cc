@@ -37,6 +37,7 @@ Committer::~Committer() {
 }
 
 void Committer::Submit(PendingWrite write) {
+  write.submitted = std::chrono::steady_clock::now();
   absl::MutexLock lock(&mu_);
   if (write.batch != nullptr) queued_bytes_ += write.batch->ApproximateSize();
   queue_.push_back(std::move(write));
@@ -464,6 +465,7 @@ void Committer::Run() {
     } else {
       spdlog::error("commit of {} writes failed: {}", group.size(), written.ToString());
     }
+    const auto durable = std::chrono::steady_clock::now();
     for (size_t i = 0; i < group.size(); ++i) {
       PendingWrite& w = group[i];
       if (results[i].ok() && !written.ok()) {
@@ -471,6 +473,14 @@ void Committer::Run() {
         if (w.stream != nullptr) w.stream->failed = written;
       }
       if (results[i].ok() && !noop[i]) w.trial->Apply(w.update);
+      if (results[i].ok()) {
+        metrics_.writes.Add();
+        if (w.batch != nullptr) metrics_.bytes.Add(w.batch->ApproximateSize());
+        metrics_.records.Add(w.update.records.size());
+        metrics_.latency.Observe(std::chrono::duration<double>(durable - w.submitted).count());
+      } else {
+        metrics_.failed.Add();
+      }
       if (w.done) w.done(results[i]);
     }
     group.clear();

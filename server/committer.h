@@ -36,6 +36,7 @@
 #define TENSORKEEP_SERVER_COMMITTER_H_
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -51,6 +52,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "server/memory_budget.h"
+#include "server/metrics/commit_metrics.h"
 #include "server/trial.h"
 #include "server/validation.h"
 #include "storage/stored.pb.h"
@@ -79,6 +81,8 @@ struct PendingWrite {
   std::function<bool()> precondition;
   // Called once the write is durable and applied (OK), or failed.
   std::function<void(const absl::Status&)> done;
+  // Set by Submit (the commit latency of /metrics).
+  std::chrono::steady_clock::time_point submitted;
 };
 
 class Committer {
@@ -100,6 +104,8 @@ class Committer {
   void Submit(PendingWrite write);
   // Bytes of batches queued and not yet taken for writing (flow control).
   size_t queued_bytes() const;
+  // Bytes, records and latency of what was committed (/metrics).
+  const CommitMetrics& metrics() const { return metrics_; }
 
  private:
   using WorkerId = std::pair<std::string, std::string>;  // (trial, worker)
@@ -164,6 +170,7 @@ class Committer {
   std::map<std::string, storage::TrialMeta> trial_meta_;
   std::map<WorkerId, storage::WorkerMeta> worker_meta_;
   std::map<std::string, uint32_t> worker_counts_;  // distinct workers by trial
+  CommitMetrics metrics_;
 
   std::thread thread_;
 };

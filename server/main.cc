@@ -4,10 +4,12 @@
 //                     [--tls-cert F --tls-key F [--tls-client-ca F]]
 //                     [--auth-tokens F] [--insecure]
 //                     [--retain-days N] [--vlog-gc-threshold F] [--value-file-mb N]
+//                     [--http-listen HOST:PORT]
 //                     [--log-level trace|debug|info|warn|error]
 //
 // Prints exactly "listening on HOST:PORT" (the real port) as its first line on
-// standard output, logs to standard error, reloads --auth-tokens on SIGHUP,
+// standard output, and with --http-listen "http listening on HOST:PORT" as
+// its second, logs to standard error, reloads --auth-tokens on SIGHUP,
 // and shuts down cleanly on SIGTERM or SIGINT (streams drained, database
 // closed).
 #include <signal.h>
@@ -37,6 +39,7 @@ constexpr char kUsage[] =
     "                         [--max-push-streams N] [--max-watchers N] [--max-trial-watchers N]\n"
     "                         [--min-free-disk-mb N] [--worker-timeout S]\n"
     "                         [--retain-days N] [--vlog-gc-threshold F] [--value-file-mb N]\n"
+    "                         [--http-listen HOST:PORT]\n"
     "                         [--log-level trace|debug|info|warn|error]\n"
     "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
     "                         [--auth-tokens FILE] [--insecure]\n"
@@ -74,6 +77,10 @@ constexpr char kUsage[] =
     "                      of its size (default 0.5; 0: only files with nothing live)\n"
     "  --value-file-mb N   close a value-log file for writing at N MiB (default 1024);\n"
     "                      smaller files give deleted trials' space back sooner\n"
+    "  --http-listen HOST:PORT  serve HTTP here too (default: off): /metrics (Prometheus),\n"
+    "                      /healthz and the JSON API /api/v1/ (docs/http-api.md), with the\n"
+    "                      same TLS and tokens as gRPC; port 0 picks a free port, and the\n"
+    "                      second line on stdout is `http listening on HOST:PORT`\n"
     "  --log-level L       log verbosity on stderr (default info)\n"
     "\n"
     "security (docs/shared-collector.md):\n"
@@ -120,6 +127,10 @@ int main(int argc, char** argv) {
       const char* v = value("--listen");
       if (v == nullptr) return Usage("--listen needs HOST:PORT");
       options.listen = v;
+    } else if (arg == "--http-listen") {
+      const char* v = value("--http-listen");
+      if (v == nullptr || *v == '\0') return Usage("--http-listen needs HOST:PORT");
+      options.http_listen = v;
     } else if (arg == "--data-dir") {
       const char* v = value("--data-dir");
       if (v == nullptr) return Usage("--data-dir needs a directory");
@@ -240,6 +251,9 @@ int main(int argc, char** argv) {
   spdlog::set_level(parsed);
 
   tensorkeep::TuneProcessForLargeBuffers();
+  // A client that closes a TLS connection while the HTTP server writes to it
+  // must cost an EPIPE, not the process.
+  signal(SIGPIPE, SIG_IGN);
 
   // Block the shutdown signals in every thread; the main thread waits for them.
   sigset_t signals;
@@ -255,6 +269,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("listening on %s\n", (*server)->address().c_str());
+  if (!(*server)->http_address().empty()) {
+    std::printf("http listening on %s\n", (*server)->http_address().c_str());
+  }
   std::fflush(stdout);
   spdlog::info("tensorkeep-server serving on {} with data in {}{}{}{}", (*server)->address(),
                options.store.path, options.collector.sync ? " (sync)" : "",

@@ -105,9 +105,7 @@ grpc::ServerUnaryReactor* TensorKeepService::ListTrials(grpc::CallbackServerCont
     const CallAccess access = Access(context);
     for (const auto& t : collector_->Trials()) {
       if (!access.Sees(t->name())) continue;
-      v1::TrialSummary* summary = response->add_trials();
-      *summary = t->Summary();
-      collector_->MarkConnected(t->name(), summary->mutable_worker_statuses());
+      *response->add_trials() = collector_->SummaryOf(*t);
     }
     return absl::OkStatus();
   });
@@ -118,8 +116,7 @@ grpc::ServerUnaryReactor* TensorKeepService::GetTrial(grpc::CallbackServerContex
                                                       v1::TrialSummary* response) {
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
-    *response = trial->Summary();
-    collector_->MarkConnected(trial->name(), response->mutable_worker_statuses());
+    *response = collector_->SummaryOf(*trial);
     return absl::OkStatus();
   });
 }

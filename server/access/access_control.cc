@@ -101,34 +101,45 @@ grpc::Status AccessControl::Authorize(std::string_view path, std::string_view au
                         absl::StrCat("method '", std::string(path),
                                      "' has no role in the collector's table; refused to all"));
   }
-  if (*needed == Role::kNone) return grpc::Status::OK;
+  const absl::Status status =
+      AuthorizeRole(*needed, path, authorization, "pass --token TOKEN or set TENSORKEEP_TOKEN");
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status AccessControl::AuthorizeRole(Role needed, std::string_view what,
+                                          std::string_view authorization,
+                                          std::string_view hint) const {
+  if (needed == Role::kNone) return absl::OkStatus();
   if (authorization.empty()) {
-    return grpc::Status(
-        grpc::StatusCode::UNAUTHENTICATED,
-        absl::StrCat("this collector needs a token (", RoleName(*needed), " role or more for ",
-                     std::string(path), "): pass --token TOKEN or set TENSORKEEP_TOKEN"));
+    return absl::UnauthenticatedError(absl::StrCat("this collector needs a token (",
+                                                   RoleName(needed), " role or more for ",
+                                                   std::string(what), "): ", std::string(hint)));
   }
   const std::string_view token = BearerToken(authorization);
   const TokenEntry* entry = token.empty() ? nullptr : tokens()->Find(token);
   if (entry == nullptr) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "the token is not one this collector knows (revoked, mistyped, or for "
-                        "another collector)");
+    return absl::UnauthenticatedError(
+        "the token is not one this collector knows (revoked, mistyped, or for another "
+        "collector)");
   }
-  if (entry->role < *needed) {
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        absl::StrCat("token '", entry->name, "' has role ", RoleName(entry->role),
-                                     "; ", std::string(path), " needs ", RoleName(*needed)));
+  if (entry->role < needed) {
+    return absl::PermissionDeniedError(absl::StrCat("token '", entry->name, "' has role ",
+                                                    RoleName(entry->role), "; ", std::string(what), " needs ",
+                                                    RoleName(needed)));
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 CallAccess AccessControl::ForCall(const grpc::ServerContextBase& context) const {
   const auto& md = context.client_metadata();
   auto it = md.find("authorization");
-  const std::string_view token =
-      it == md.end() ? std::string_view()
-                     : BearerToken(std::string_view(it->second.data(), it->second.size()));
+  return ForAuthorization(it == md.end() ? std::string_view()
+                                         : std::string_view(it->second.data(), it->second.size()));
+}
+
+CallAccess AccessControl::ForAuthorization(std::string_view authorization) const {
+  const std::string_view token = BearerToken(authorization);
   const auto set = tokens();
   const TokenEntry* entry = token.empty() ? nullptr : set->Find(token);
   if (entry == nullptr) {

@@ -65,8 +65,15 @@ class AccessControl {
   // The role check of a call to `path` with the `authorization` header value
   // `authorization` (empty: none).
   grpc::Status Authorize(std::string_view path, std::string_view authorization) const;
+  // The same for any caller (the HTTP server): whether `authorization` may
+  // do what needs `needed` (`what` names it in messages, `hint` says how to
+  // send a token): UNAUTHENTICATED or PERMISSION_DENIED otherwise.
+  absl::Status AuthorizeRole(Role needed, std::string_view what, std::string_view authorization,
+                             std::string_view hint) const;
   // The trial check of a call (its headers).
   CallAccess ForCall(const grpc::ServerContextBase& context) const;
+  // The trial check of a caller with the header value `authorization`.
+  CallAccess ForAuthorization(std::string_view authorization) const;
 
   // The processor to install on the server's credentials.
   std::shared_ptr<grpc::AuthMetadataProcessor> Processor();

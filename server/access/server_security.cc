@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/loopback.h"
+#include "base/status_macros.h"
 
 namespace tensorkeep {
 namespace {
@@ -23,20 +24,13 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const ServerSecurity& security, const std::string& listen, AccessControl* access) {
+absl::Status CheckExposure(const ServerSecurity& security, const std::string& listen,
+                          bool tokens) {
   const bool loopback = IsLoopbackAddress(listen);
-  if (security.tls_cert.empty() != security.tls_key.empty()) {
-    return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
-  }
-  if (!security.tls() && !security.tls_client_ca.empty()) {
-    return absl::InvalidArgumentError(
-        "--tls-client-ca (mutual TLS) needs TLS: add --tls-cert and --tls-key");
-  }
-  if (!loopback && !security.insecure && (!security.tls() || access == nullptr)) {
+  if (!loopback && !security.insecure && (!security.tls() || !tokens)) {
     std::string missing;
     if (!security.tls()) missing = "--tls-cert FILE --tls-key FILE";
-    if (access == nullptr) {
+    if (!tokens) {
       absl::StrAppend(&missing, missing.empty() ? "" : " and ", "--auth-tokens FILE");
     }
     return absl::FailedPreconditionError(absl::StrCat(
@@ -45,6 +39,25 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
         "read every trial, stop or end anyone's training. Add ",
         missing, " (docs/shared-collector.md), or --insecure on a network you trust"));
   }
+  if (!security.tls() && tokens && !loopback) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth-tokens without TLS works on loopback only (tokens would cross the network "
+        "in clear text): add --tls-cert and --tls-key to listen on ",
+        listen));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerSecurity& security, const std::string& listen, AccessControl* access) {
+  if (security.tls_cert.empty() != security.tls_key.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
+  }
+  if (!security.tls() && !security.tls_client_ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca (mutual TLS) needs TLS: add --tls-cert and --tls-key");
+  }
+  TK_RETURN_IF_ERROR(CheckExposure(security, listen, access != nullptr));
   std::shared_ptr<grpc::ServerCredentials> credentials;
   if (security.tls()) {
     grpc::SslServerCredentialsOptions ssl(
@@ -66,12 +79,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     }
     credentials = grpc::SslServerCredentials(ssl);
   } else if (access != nullptr) {
-    if (!loopback) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--auth-tokens without TLS works on loopback only (tokens would cross the network "
-          "in clear text): add --tls-cert and --tls-key to listen on ",
-          listen));
-    }
     credentials = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
   } else {
     return grpc::InsecureServerCredentials();

@@ -29,6 +29,13 @@ struct ServerSecurity {
   bool tls() const { return !tls_cert.empty(); }
 };
 
+// The secure-by-default rule for an address `listen` (HOST:PORT) served
+// with `security` (`tokens`: --auth-tokens given), named `flag` in the
+// message (--listen, --http-listen): FailedPrecondition saying what to add
+// for an address beyond loopback without TLS and tokens (unless insecure),
+// InvalidArgument for tokens without TLS beyond loopback.
+absl::Status CheckExposure(const ServerSecurity& security, const std::string& listen, bool tokens);
+
 // Checks `security` for `listen` (HOST:PORT) — the secure-by-default rule and
 // flags that need each other — and returns the credentials to listen with.
 // `access` (null without tokens) gets its processor installed.

@@ -3,7 +3,9 @@
 - ``server``: the real collector binary (``$TK_BIN_DIR/tensorkeep-server``,
   default /work/main/build/bin), started on port 0 in a temporary data
   directory; the fixture waits for its first stdout line ``listening on
-  HOST:PORT`` (no sleeps, no fixed ports) and stops it at teardown (SIGTERM,
+  HOST:PORT`` (no sleeps, no fixed ports; with ``--http-listen`` in its
+  arguments also for the second, ``http listening on HOST:PORT``, kept in
+  ``http_address``) and stops it at teardown (SIGTERM,
   then SIGKILL). When TK_BIN_DIR is not set and the binary is missing (a
   checkout without a build), tests using it are skipped; under ctest
   (TK_BIN_DIR set) a missing binary fails them.
@@ -64,6 +66,7 @@ def release_clients() -> None:
 
 DEFAULT_BIN_DIR = "/work/main/build/bin"
 _LISTENING = re.compile(r"listening on (\S+):(\d+)\s*$")
+_HTTP_LISTENING = re.compile(r"http listening on (\S+:\d+)\s*$")
 _START_TIMEOUT = 30.0
 
 
@@ -84,6 +87,8 @@ class ServerProcess:
         self.host = ""
         self.port = 0
         self.lines: List[str] = []
+        # With --http-listen: HOST:PORT of the HTTP port (the second stdout line).
+        self.http_address = ""
 
     @property
     def address(self) -> str:
@@ -107,6 +112,11 @@ class ServerProcess:
         m = _LISTENING.match(first)
         assert m, f"unexpected first line from tensorkeep-server: {first!r} (log: {self.log_path})"
         self.host, self.port = m.group(1), int(m.group(2))
+        if "--http-listen" in [*self.extra_args, *extra_args]:
+            second = self._first_line()
+            h = _HTTP_LISTENING.match(second)
+            assert h, f"unexpected second line from tensorkeep-server: {second!r} (log: {self.log_path})"
+            self.http_address = h.group(1)
         # Keep draining stdout so the server never blocks on a full pipe.
         threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
 

@@ -1,5 +1,6 @@
 // Runs tensorkeep-server as a child process (for crash and signal tests):
-// waits for its "listening on HOST:PORT" line instead of sleeping.
+// waits for its "listening on HOST:PORT" line instead of sleeping (and, with
+// --http-listen, for its second line "http listening on HOST:PORT").
 #ifndef TENSORKEEP_TESTS_SERVER_SERVER_PROCESS_H_
 #define TENSORKEEP_TESTS_SERVER_SERVER_PROCESS_H_
 
@@ -57,6 +58,16 @@ class ServerProcess {
     const std::string prefix = "listening on ";
     if (first_line.rfind(prefix, 0) != 0) return false;
     address = first_line.substr(prefix.size());
+    bool http = false;
+    for (const auto& a : args) http = http || a == "--http-listen";
+    if (http) {
+      if (std::fgets(line, sizeof(line), out_) == nullptr) return false;
+      std::string second = line;
+      if (!second.empty() && second.back() == '\n') second.pop_back();
+      const std::string http_prefix = "http listening on ";
+      if (second.rfind(http_prefix, 0) != 0) return false;
+      http_address = second.substr(http_prefix.size());
+    }
     return true;
   }
   // Waits for the process to exit and returns its wait status.
@@ -86,6 +97,7 @@ class ServerProcess {
 
   std::string first_line;
   std::string address;
+  std::string http_address;  // with --http-listen
   std::string stderr_text;
 
  private:

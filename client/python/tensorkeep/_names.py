@@ -31,6 +31,12 @@ MAX_TENSOR_NAMES_PER_TRIAL = _limits.MAX_TENSOR_NAMES_PER_TRIAL  # the collector
 MAX_TRIALS = _limits.MAX_TRIALS  # the collector's; nothing to check here
 MAX_STEPS_PER_TRIAL = _limits.MAX_STEPS_PER_TRIAL  # the collector's; nothing to check here
 MAX_PUSH_MESSAGE_BYTES = _limits.MAX_PUSH_MESSAGE_BYTES  # the writer sends at most 4 MiB
+# The HTTP API's (docs/http-api.md): what one request may ask of the collector.
+MAX_VIEW_POINTS = _limits.MAX_VIEW_POINTS
+MAX_VIEW_STEPS = _limits.MAX_VIEW_STEPS
+MAX_DISTRIBUTION_STEPS = _limits.MAX_DISTRIBUTION_STEPS
+MAX_VIEW_BINS = _limits.MAX_VIEW_BINS
+MAX_EVENT_STREAMS = _limits.MAX_EVENT_STREAMS
 # How writers reconnect (a client policy shared with the C++ writer; see
 # limits.proto, ReconnectPolicy).
 RECONNECT_BACKOFF_FIRST_MS = _limits.RECONNECT_BACKOFF_FIRST_MS

@@ -1,0 +1,306 @@
+"""The collector's JSON API (--http-listen, docs/http-api.md) against a real
+collector: every endpoint's values are checked against numpy computed here on
+the data the test pushed, the envelope keeps a spike that downsampling would
+otherwise drop, the step-range zoom returns full resolution, server-sent events
+arrive when a step completes, and tokens guard the API.
+
+Only urllib and http.client (the standard library) talk to the API. Waits are
+bounded by socket timeouts; nothing sleeps to synchronise.
+"""
+
+import hashlib
+import http.client
+import json
+import math
+import threading
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from conftest import ServerProcess, release_clients, server_binary
+from tensorkeep import Writer
+
+STEPS = 30
+ELEMENTS = 1000
+SPIKE_STEP = 17
+SPIKE = 1000.0
+
+
+def _values(worker: int, step: int) -> np.ndarray:
+    rng = np.random.default_rng(1000 * worker + step)
+    v = rng.normal(0.1 * step, 1.0 + worker, ELEMENTS).astype(np.float32)
+    if worker == 1 and step == SPIKE_STEP:
+        v[123] = SPIKE
+    return v
+
+
+def _loss(step: int) -> np.float32:
+    return np.float32(2.0 / (1 + step))
+
+
+@pytest.fixture
+def start(tmp_path):
+    if server_binary() is None:
+        pytest.skip("tensorkeep-server not built")
+    started = []
+
+    def run(*args: str) -> ServerProcess:
+        data = tmp_path / f"data{len(started)}"
+        data.mkdir()
+        s = ServerProcess(str(data), str(tmp_path / f"server{len(started)}.log"))
+        s.start(extra_args=["--http-listen", "127.0.0.1:0", *args])
+        started.append(s)
+        return s
+
+    yield run
+    release_clients()
+    for s in started:
+        s.stop()
+
+
+def _get(server, path, token=None, expect=200):
+    req = urllib.request.Request(f"http://{server.http_address}{path}")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            status, body, ctype = r.status, r.read(), r.headers.get("Content-Type")
+    except urllib.error.HTTPError as e:
+        status, body, ctype = e.code, e.read(), e.headers.get("Content-Type")
+    assert status == expect, f"GET {path}: {status} {body[:500]!r}"
+    assert ctype == "application/json"
+    return json.loads(body)
+
+
+def _push_trial(server, trial="http-trial"):
+    url = server.url(trial)
+    writers = [Writer(url, worker=f"worker_{w}", num_workers=2) for w in range(2)]
+    for step in range(STEPS):
+        for w, writer in enumerate(writers):
+            writer.write_tensor("w", _values(w, step), step=step)
+            writer.write_tensor("loss", _loss(step) * (w + 1), step=step)
+            writer.end_step(step)
+    for writer in writers:
+        writer.close(end_of_training=True)
+    return trial
+
+
+@pytest.fixture
+def served(start):
+    s = start()
+    return s, _push_trial(s)
+
+
+def test_trials_and_trial(served):
+    s, trial = served
+    listing = _get(s, "/api/v1/trials")
+    [t] = [t for t in listing["trials"] if t["name"] == trial]
+    assert t["state"] == "ENDED" and t["ended"] is True
+    assert t["num_workers"] == 2 and t["num_steps"] == STEPS and t["last_step"] == STEPS - 1
+    assert t["num_tensors"] == 2 and t["modes"] == ["TRAIN"]
+    assert [(w["worker"], w["state"], w["last_step"]) for w in t["workers"]] == [
+        ("worker_0", "CLOSED", STEPS - 1),
+        ("worker_1", "CLOSED", STEPS - 1),
+    ]
+    assert t["rules"] == [] and t["stop_requested"] is False
+    one = _get(s, f"/api/v1/trials/{trial}")
+    assert one["trial"]["name"] == trial
+    assert one["steps_by_mode"] == [{"mode": "TRAIN", "complete_steps": STEPS, "saved_steps": STEPS, "last_step": STEPS - 1}]
+    assert _get(s, f"/api/v1/trials/{trial}/tensors")["tensors"] == ["loss", "w"]
+    assert _get(s, f"/api/v1/trials/{trial}/tensors?regex=^l")["tensors"] == ["loss"]
+
+
+def test_series_full_resolution_matches_numpy(served):
+    s, trial = served
+    for reduction, abs_, fn in [("mean", False, np.mean), ("l2", False, np.linalg.norm),
+                                ("mean", True, lambda v: np.mean(np.abs(v))), ("max", False, np.max)]:
+        r = _get(s, f"/api/v1/trials/{trial}/series?tensor=w&reduction={reduction}&abs={int(abs_)}&worker=worker_1")
+        [series] = r["series"]
+        assert series["worker"] == "worker_1" and series["total_steps"] == STEPS and not series["downsampled"]
+        assert series["step"] == list(range(STEPS)) == series["step_end"]
+        expected = [float(fn(_values(1, st).astype(np.float64))) for st in range(STEPS)]
+        np.testing.assert_allclose(series["mean"], expected, rtol=1e-5)
+        assert series["min"] == series["max"] == series["mean"]
+    # No worker: smdebug's default, the lexically first worker.
+    [default] = _get(s, f"/api/v1/trials/{trial}/series?tensor=w")["series"]
+    np.testing.assert_allclose(default["mean"], [float(np.mean(_values(0, st), dtype=np.float64)) for st in range(STEPS)], rtol=1e-5)
+    # Every worker.
+    both = _get(s, f"/api/v1/trials/{trial}/series?tensor=w&worker=*")["series"]
+    assert [x["worker"] for x in both] == ["worker_0", "worker_1"]
+
+
+def test_envelope_keeps_the_spike_and_zoom_is_full_resolution(served):
+    s, trial = served
+    [series] = _get(s, f"/api/v1/trials/{trial}/series?tensor=w&reduction=max&worker=worker_1&points=7")["series"]
+    assert series["downsampled"] and series["total_steps"] == STEPS
+    per = math.ceil(STEPS / 7)
+    maxima = [float(np.max(_values(1, st))) for st in range(STEPS)]
+    groups = [list(range(b, min(STEPS, b + per))) for b in range(0, STEPS, per)]
+    assert series["step"] == [g[0] for g in groups] and series["step_end"] == [g[-1] for g in groups]
+    np.testing.assert_allclose(series["max"], [max(maxima[i] for i in g) for g in groups], rtol=1e-6)
+    np.testing.assert_allclose(series["min"], [min(maxima[i] for i in g) for g in groups], rtol=1e-6)
+    np.testing.assert_allclose(series["mean"], [np.mean([maxima[i] for i in g]) for g in groups], rtol=1e-6)
+    spike_bucket = [i for i, g in enumerate(groups) if SPIKE_STEP in g][0]
+    assert series["max"][spike_bucket] == SPIKE and series["max_step"][spike_bucket] == SPIKE_STEP
+    # Zoom: [10, 20) at full resolution, then downsampled to 5 buckets of 2.
+    [zoom] = _get(s, f"/api/v1/trials/{trial}/series?tensor=w&reduction=max&worker=worker_1&from=10&to=20")["series"]
+    assert zoom["step"] == list(range(10, 20)) and not zoom["downsampled"]
+    np.testing.assert_allclose(zoom["max"], maxima[10:20], rtol=1e-6)
+    [five] = _get(s, f"/api/v1/trials/{trial}/series?tensor=w&reduction=max&worker=worker_1&from=10&to=20&points=5")["series"]
+    assert five["step"] == [10, 12, 14, 16, 18] and five["max"][3] == SPIKE
+
+
+def test_scalars(served):
+    s, trial = served
+    [series] = _get(s, f"/api/v1/trials/{trial}/scalars?tensor=loss&worker=worker_1")["series"]
+    np.testing.assert_allclose(series["mean"], [float(_loss(st) * 2) for st in range(STEPS)], rtol=1e-6)
+
+
+def test_distributions_match_numpy_percentiles_and_histograms(served):
+    s, trial = served
+    r = _get(s, f"/api/v1/trials/{trial}/distributions?tensor=w&worker=worker_0&bins=20")
+    assert r["total_steps"] == STEPS and not r["downsampled"]
+    assert r["step"] == list(range(STEPS))
+    percentiles = r["percentiles"]
+    assert percentiles[0] == 0 and percentiles[4] == 50 and percentiles[-1] == 100
+    all_values = np.concatenate([_values(0, st) for st in range(STEPS)]).astype(np.float64)
+    edges = np.array(r["edges"])
+    assert len(edges) == 21
+    assert edges[0] == all_values.min() and edges[-1] == all_values.max()
+    for st in range(STEPS):
+        v = _values(0, st).astype(np.float64)
+        band = r["bands"][st]
+        assert band[0] == v.min() and band[-1] == v.max()
+        # Interpolated in a 512-bin histogram of the step: within a bin of the
+        # order statistics around the rank (numpy's lower and higher).
+        width = (v.max() - v.min()) / 512 * 1.01
+        lower = np.percentile(v, percentiles, method="lower")
+        higher = np.percentile(v, percentiles, method="higher")
+        assert np.all(np.array(band) >= lower - width) and np.all(np.array(band) <= higher + width), (st, band)
+        assert r["count"][st] == ELEMENTS and r["nan_count"][st] == 0 and r["inf_count"][st] == 0
+        hist = np.array(r["histograms"][st])
+        expected, _ = np.histogram(v, bins=edges)
+        assert abs(hist.sum() - ELEMENTS) < 1e-6
+        # From the fine histogram: every count within the values of a fine bin or two.
+        assert np.abs(hist - expected).max() <= 0.05 * ELEMENTS
+    # Downsampled to 3 buckets of 10 steps: bands are envelopes of the steps'.
+    d = _get(s, f"/api/v1/trials/{trial}/distributions?tensor=w&worker=worker_1&points=3")
+    assert d["downsampled"] and d["step"] == [0, 10, 20] and d["step_end"] == [9, 19, 29]
+    assert d["bands"][1][-1] == SPIKE  # the spike's bucket keeps its max
+    assert d["bands"][0][0] == min(float(_values(1, st).min()) for st in range(10))
+
+
+def test_one_step_histogram_is_numpys(served):
+    s, trial = served
+    r = _get(s, f"/api/v1/trials/{trial}/histogram?tensor=w&step=5&worker=worker_1&bins=30")
+    counts, edges = np.histogram(_values(1, 5).astype(np.float64), bins=30)
+    assert r["counts"] == counts.tolist()
+    np.testing.assert_allclose(r["edges"], edges, rtol=1e-12)
+    ranged = _get(s, f"/api/v1/trials/{trial}/histogram?tensor=w&step=5&bins=4&min=-1&max=1")
+    v = _values(0, 5).astype(np.float64)
+    assert ranged["counts"] == np.histogram(v, bins=4, range=(-1, 1))[0].tolist()
+    assert ranged["outside_count"] == int(np.sum((v < -1) | (v > 1)))
+
+
+def test_errors(served):
+    s, trial = served
+    e = _get(s, "/api/v1/trials/no-such-trial", expect=404)["error"]
+    assert e["code"] == "NOT_FOUND" and e["reason"] == "TRIAL_NOT_FOUND" and "no-such-trial" in e["message"]
+    assert _get(s, f"/api/v1/trials/{trial}/series?tensor=nope", expect=404)["error"]["reason"] == "TENSOR_UNAVAILABLE"
+    assert "tensor" in _get(s, f"/api/v1/trials/{trial}/series", expect=400)["error"]["message"]
+    assert "points" in _get(s, f"/api/v1/trials/{trial}/series?tensor=w&points=99999999", expect=400)["error"]["message"]
+    assert "reduction" in _get(s, f"/api/v1/trials/{trial}/series?tensor=w&reduction=median", expect=400)["error"]["message"]
+    _get(s, f"/api/v1/trials/{trial}/series?tensor=w&from=20&to=10", expect=400)
+    _get(s, f"/api/v1/trials/{trial}/histogram?tensor=w&step=999", expect=404)
+    _get(s, f"/api/v1/trials/{trial}/distributions?tensor=w&bins=0", expect=400)
+    _get(s, "/api/v1/nothing-here", expect=404)
+
+
+def _read_event(resp):
+    """The next event (a dict of its fields), skipping comments."""
+    fields = {}
+    while True:
+        line = resp.readline().decode()
+        assert line, "the event stream ended"
+        line = line.rstrip("\n")
+        if not line:
+            if "data" in fields:
+                return fields
+            continue
+        if line.startswith(":"):
+            continue
+        key, _, value = line.partition(": ")
+        fields[key] = value
+
+
+def test_events_arrive_when_a_step_completes(start):
+    s = start()
+    url = s.url("live-trial")
+    w = Writer(url)
+    w.write_tensor("x", np.ones(3, np.float32), step=0)
+    w.end_step(0)
+    w.flush()
+    host, port = s.http_address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("GET", "/api/v1/events?trial=live-trial")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
+    first = _read_event(resp)
+    assert first["event"] == "trial"
+    snapshot = json.loads(first["data"])
+    assert snapshot["name"] == "live-trial" and snapshot["last_step"] == 0 and snapshot["state"] == "RUNNING"
+    # A commit wakes the stream; the event names the new step.
+    pushed = threading.Thread(target=lambda: (w.write_tensor("x", np.ones(3, np.float32), step=1), w.end_step(1), w.flush()))
+    pushed.start()
+    pushed.join(30)
+    seen = None
+    for _ in range(10):  # a commit may wake it more than once; bounded
+        event = json.loads(_read_event(resp)["data"])
+        if event["last_step"] == 1 and event["complete_through"] == 1:
+            seen = event
+            break
+    assert seen is not None
+    w.close(end_of_training=True)
+    ended = None
+    for _ in range(10):
+        event = json.loads(_read_event(resp)["data"])
+        if event["state"] == "ENDED":
+            ended = event
+            break
+    assert ended is not None and ended["workers"][0]["state"] == "CLOSED"
+    conn.close()
+    assert _get(s, "/api/v1/events", expect=400)["error"]["code"] == "INVALID_ARGUMENT"
+
+
+READ = "tk_http_read_token_0123456789"
+WRITE = "tk_http_write_token_0123456789"
+TEAM = "tk_http_team_token_0123456789"
+
+
+def test_tokens_and_prefixes(start, tmp_path):
+    import tensorkeep
+
+    tokens = tmp_path / "tokens"
+    line = lambda tok, rest: f"sha256:{hashlib.sha256(tok.encode()).hexdigest()} {rest}\n"
+    tokens.write_text(line(READ, "read reader") + line(WRITE, "write writer") + line(TEAM, "read team team-a-"))
+    s = start("--auth-tokens", str(tokens))
+    tensorkeep.set_credentials(token=WRITE)
+    try:
+        for trial in ("team-a-1", "team-b-1"):
+            w = Writer(s.url(trial), retry_timeout=10)
+            w.write_tensor("x", np.ones(2, np.float32), step=0)
+            w.close(end_of_training=True)
+    finally:
+        tensorkeep.set_credentials()
+    e = _get(s, "/api/v1/trials", expect=401)["error"]
+    assert e["code"] == "UNAUTHENTICATED" and "Authorization: Bearer TOKEN" in e["message"]
+    _get(s, "/api/v1/trials", token="wrong", expect=401)
+    assert [t["name"] for t in _get(s, "/api/v1/trials", token=READ)["trials"]] == ["team-a-1", "team-b-1"]
+    assert [t["name"] for t in _get(s, "/api/v1/trials", token=TEAM)["trials"]] == ["team-a-1"]
+    assert _get(s, "/api/v1/trials/team-b-1", token=TEAM, expect=403)["error"]["code"] == "PERMISSION_DENIED"
+    assert _get(s, "/api/v1/trials/team-a-1/tensors", token=TEAM)["tensors"] == ["x"]
+    _get(s, "/api/v1/trials/team-b-1/series?tensor=x", token=TEAM, expect=403)
+    _get(s, "/api/v1/events?trial=team-b-1", token=TEAM, expect=403)
+    _get(s, "/api/v1/events?trial=team-a-1", expect=401)

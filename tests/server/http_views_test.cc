@@ -1,0 +1,181 @@
+// The pure pieces behind the HTTP port: the min/max envelope, per-step
+// distributions (percentiles, rebinning), the JSON writer and the Prometheus
+// text writer, against values computed here by hand or by brute force.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/http/json_writer.h"
+#include "server/metrics/prometheus_text.h"
+#include "server/views/downsample.h"
+#include "server/views/step_distribution.h"
+#include "tests/server/prometheus_parse.h"
+
+namespace tensorkeep {
+namespace {
+
+TEST(MinMaxEnvelope, FullResolutionUpToMaxBuckets) {
+  std::vector<SeriesPoint> p = {{0, 1}, {5, -2}, {7, 3}};
+  auto b = MinMaxEnvelope(p, 3);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(b[i].first_step, p[i].step);
+    EXPECT_EQ(b[i].last_step, p[i].step);
+    EXPECT_EQ(b[i].min, p[i].value);
+    EXPECT_EQ(b[i].max, p[i].value);
+    EXPECT_EQ(b[i].mean, p[i].value);
+  }
+}
+
+TEST(MinMaxEnvelope, EveryBucketKeepsItsExtremesAndEveryPointIsInOne) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> dist;
+  std::vector<SeriesPoint> p;
+  for (uint64_t s = 0; s < 1003; ++s) p.push_back({s * 3, dist(rng)});
+  p[517].value = 1e6;   // a spike
+  p[900].value = -1e6;  // and a dip
+  auto b = MinMaxEnvelope(p, 10);
+  ASSERT_EQ(b.size(), 10u);  // ceil(1003 / 10) = 101 a bucket: 10 buckets
+  size_t next = 0;
+  for (const auto& bucket : b) {
+    // Brute force over the points the bucket claims.
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    size_t n = 0;
+    EXPECT_EQ(bucket.first_step, p[next].step);
+    while (next < p.size() && p[next].step <= bucket.last_step) {
+      lo = std::min(lo, p[next].value);
+      hi = std::max(hi, p[next].value);
+      sum += p[next].value;
+      ++n;
+      ++next;
+    }
+    EXPECT_EQ(n, bucket.count);
+    EXPECT_EQ(bucket.min, lo);
+    EXPECT_EQ(bucket.max, hi);
+    EXPECT_NEAR(bucket.mean, sum / n, 1e-9);
+  }
+  EXPECT_EQ(next, p.size());
+  EXPECT_EQ(b[5].max, 1e6);
+  EXPECT_EQ(b[5].max_step, 517u * 3);
+  EXPECT_EQ(b[8].min, -1e6);
+  EXPECT_EQ(b[8].min_step, 900u * 3);
+}
+
+TEST(MinMaxEnvelope, NanIsSkippedAndAllNanIsNan) {
+  std::vector<SeriesPoint> p = {{0, NAN}, {1, 2}, {2, NAN}, {3, NAN}};
+  auto b = MinMaxEnvelope(p, 2);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].min, 2);
+  EXPECT_EQ(b[0].max, 2);
+  EXPECT_EQ(b[0].mean, 2);
+  EXPECT_TRUE(std::isnan(b[1].min) && std::isnan(b[1].max) && std::isnan(b[1].mean));
+  EXPECT_TRUE(MinMaxEnvelope({}, 5).empty());
+}
+
+absl::Span<const char> Bytes(const std::vector<float>& v) {
+  return absl::Span<const char>(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+
+TEST(StepDistribution, ExactExtremesAndPercentilesWithinABin) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(1, 3);
+  std::vector<float> v(20000);
+  for (float& x : v) x = dist(rng);
+  v[10] = NAN;
+  v[11] = INFINITY;
+  auto d = ComputeStepDistribution(DType::kFloat32, Bytes(v));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->nan_count, 1u);
+  EXPECT_EQ(d->inf_count, 1u);
+  EXPECT_EQ(d->count, v.size() - 2);
+  std::vector<double> finite;
+  for (float x : v) {
+    if (std::isfinite(x)) finite.push_back(x);
+  }
+  std::sort(finite.begin(), finite.end());
+  EXPECT_EQ(Percentile(*d, 0), finite.front());
+  EXPECT_EQ(Percentile(*d, 100), finite.back());
+  const double width = (finite.back() - finite.front()) / StepDistribution::kFineBins;
+  for (double p : {1.0, 6.68, 15.87, 50.0, 84.13, 99.0}) {
+    const double rank = p / 100 * (finite.size() - 1);
+    const double lower = finite[static_cast<size_t>(std::floor(rank))];
+    const double upper = finite[static_cast<size_t>(std::ceil(rank))];
+    const double got = Percentile(*d, p);
+    EXPECT_GE(got, lower - width) << p;
+    EXPECT_LE(got, upper + width) << p;
+  }
+}
+
+TEST(StepDistribution, ConstantAndEmpty) {
+  auto d = ComputeStepDistribution(DType::kFloat32, Bytes(std::vector<float>(100, 2.5f)));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->min, 2.5);
+  EXPECT_EQ(d->max, 2.5);
+  EXPECT_EQ(Percentile(*d, 50), 2.5);
+  auto r = Rebin(*d, std::vector<double>{0, 1, 2, 3, 4});
+  EXPECT_EQ(r, (std::vector<double>{0, 0, 100, 0}));
+  auto nan = ComputeStepDistribution(DType::kFloat32, Bytes(std::vector<float>(4, NAN)));
+  ASSERT_TRUE(nan.ok());
+  EXPECT_EQ(nan->count, 0u);
+  EXPECT_EQ(nan->nan_count, 4u);
+  EXPECT_TRUE(std::isnan(Percentile(*nan, 50)));
+}
+
+TEST(StepDistribution, RebinKeepsEveryValueAndMatchesAlignedEdges) {
+  // 0..511 evenly: each fine bin holds one value; shared edges at multiples of
+  // 64 align with fine bins, so the counts are exact.
+  std::vector<float> v;
+  for (int i = 0; i <= 511; ++i) v.push_back(static_cast<float>(i));
+  auto d = ComputeStepDistribution(DType::kFloat32, Bytes(v));
+  ASSERT_TRUE(d.ok());
+  std::vector<double> edges;
+  for (int i = 0; i <= 8; ++i) edges.push_back(i * 511.0 / 8);
+  auto r = Rebin(*d, edges);
+  double total = 0;
+  for (double c : r) total += c;
+  EXPECT_NEAR(total, 512, 1e-9);
+  for (double c : r) EXPECT_NEAR(c, 64, 1.01);
+  // A wider shared range: everything lands inside, nothing is lost.
+  auto wide = Rebin(*d, std::vector<double>{-1000, 0, 1000});
+  EXPECT_NEAR(wide[0] + wide[1], 512, 1e-9);
+  EXPECT_NEAR(wide[1], 512, 1.01);
+}
+
+TEST(JsonWriter, EscapesAndSeparates) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("a\"b").String("x\\y\n\t\x01");
+  j.Key("n").BeginArray().Number(1.5).Number(NAN).Int(-3).Uint(7).Bool(true).Null().EndArray();
+  j.Key("e").BeginObject().EndObject();
+  j.Key("big").Number(0.1);
+  j.EndObject();
+  EXPECT_EQ(j.text(),
+            "{\"a\\\"b\":\"x\\\\y\\n\\t\\u0001\",\"n\":[1.5,null,-3,7,true,null],\"e\":{},"
+            "\"big\":0.1}");
+}
+
+TEST(PrometheusText, ParsesBackWithEscapedLabels) {
+  PrometheusText t;
+  t.Family("a_total", "counter", "help with \\ and\nnewline");
+  t.Sample("a_total", {{"k", "q\"uote\\back\nline"}}, 3);
+  BucketHistogram h({0.5, 1});
+  h.Observe(0.2);
+  h.Observe(0.7);
+  h.Observe(9);
+  t.HistogramFamily("lat_seconds", "latency", h.Read());
+  auto m = testing::ParsePrometheusText(t.text());
+  ASSERT_EQ(m.error, "") << t.text();
+  EXPECT_EQ(m.at("a_total{k=\"q\\\"uote\\\\back\\nline\"}"), 3);
+  EXPECT_EQ(m.at("lat_seconds_bucket{le=\"0.5\"}"), 1);
+  EXPECT_EQ(m.at("lat_seconds_bucket{le=\"1\"}"), 2);
+  EXPECT_EQ(m.at("lat_seconds_bucket{le=\"+Inf\"}"), 3);
+  EXPECT_EQ(m.at("lat_seconds_count"), 3);
+  EXPECT_NEAR(m.at("lat_seconds_sum"), 9.9, 1e-12);
+  EXPECT_EQ(m.help.at("a_total"), "help with \\\\ and\\nnewline");
+}
+
+}  // namespace
+}  // namespace tensorkeep
