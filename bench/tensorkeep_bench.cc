@@ -78,7 +78,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kAllBenchmarks[] =
     "ingest,small-steps,secure,steps,names,value,values,reduce,watch,memory,hostile-regex,reclaim,"
-    "python,hook";
+    "python,hook,ui-series";
 // Benchmarks that run only when asked for by name (--benchmarks=soak).
 constexpr char kOptionalBenchmarks[] = "soak";
 
@@ -88,7 +88,7 @@ constexpr char kUsage[] =
     "\n"
     "  --benchmarks=LIST  comma-separated, from: ingest, small-steps, secure, steps, names,\n"
     "                     value, values, reduce, watch, memory, hostile-regex, reclaim, python,\n"
-    "                     hook\n"
+    "                     hook, ui-series (the HTTP API's curve and distributions vs Python)\n"
     "                     (default: all, in that order);\n"
     "                     soak (issue 11: 10 minutes; only when named)\n"
     "  --json FILE        also write every result as JSON to FILE\n"
@@ -224,6 +224,7 @@ class Bench {
     if (name == "memory") return Memory();
     if (name == "python") return Python();
     if (name == "hook") return Hook();
+    if (name == "ui-series") return UiSeries();
     if (name == "soak") return Soak();
     if (name == "hostile-regex") return HostileRegex();
     if (name == "reclaim") return Reclaim();
@@ -1293,6 +1294,60 @@ class Bench {
     read.target = "<= 0.2 s";
     read.Judge(read.value <= 0.2);
     Add(std::move(read));
+    return absl::OkStatus();
+  }
+
+  // ------------------------------------------------------------ ui-series
+
+  // The web UI's requests through the HTTP API (issue 14 point 5): a 100,000
+  // step curve (target <= 1 s) and the distributions of one tensor over steps
+  // (target 2 s for 1,000 steps of 1 M elements, measured on fewer steps and
+  // scaled), against the same data through the Python client in the same run.
+  absl::Status UiSeries() {
+    auto t = std::make_unique<Target>();
+    t->dir = NewDir("ui");
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.http_listen = "127.0.0.1:0";
+    options.store.path = t->dir;
+    TK_ASSIGN_OR_RETURN(t->server, CollectorServer::Start(options));
+    const int curve_steps = flags_.quick ? 1000 : 100000;
+    const int dist_steps = flags_.quick ? 10 : 100;
+    const int dist_elements = flags_.quick ? 100000 : 1000000;
+    TK_ASSIGN_OR_RETURN(
+        auto m, RunPython("ui_bench.py",
+                          {"--server", t->server->address(), "--http", t->server->http_address(),
+                           "--curve-steps", absl::StrCat(curve_steps), "--dist-steps",
+                           absl::StrCat(dist_steps), "--dist-elements",
+                           absl::StrCat(dist_elements), "--settle", flags_.quick ? "0" : "20"},
+                          900));
+    Result curve;
+    curve.name = absl::StrCat("ui-series/curve/", curve_steps, "-steps");
+    curve.value = m["curve_cold_s"];
+    curve.unit = "s";
+    curve.figure_text = absl::StrFormat("%.3f s cold, %.3f s cached", m["curve_cold_s"],
+                                        m["curve_warm_s"]);
+    curve.baseline_name = "Python client tensor.values()";
+    curve.baseline = m["curve_python_s"];
+    curve.baseline_text = absl::StrFormat("%.3f s", m["curve_python_s"]);
+    curve.extra = m;
+    curve.target = "<= 1 s (100,000 steps)";
+    curve.Judge(curve.value <= 1.0 * curve_steps / 100000);
+    Add(std::move(curve));
+    Result dist;
+    dist.name = absl::StrCat("ui-series/distributions/", dist_steps, "x", dist_elements);
+    dist.value = m["dist_cold_s"];
+    dist.unit = "s";
+    dist.figure_text =
+        absl::StrFormat("%.3f s cold, %.3f s cached", m["dist_cold_s"], m["dist_warm_s"]);
+    dist.baseline_name = "Python client values + numpy";
+    dist.baseline = m["dist_python_s"];
+    dist.baseline_text = absl::StrFormat("%.3f s", m["dist_python_s"]);
+    dist.extra = m;
+    dist.target = absl::StrFormat("<= %.2f s (2 s per 1,000 steps of 1 M)",
+                                  2.0 * dist_steps / 1000 * dist_elements / 1e6);
+    dist.Judge(dist.value <= 2.0 * dist_steps / 1000 * dist_elements / 1e6);
+    Add(std::move(dist));
     return absl::OkStatus();
   }
 
