@@ -12,6 +12,8 @@ PACKAGES=(
   clang libclang-rt-14-dev openssl
   python3 python3-grpcio python3-protobuf python3-numpy python3-pytest
   python3-torch python3-matplotlib
+  libjs-chart.js            # the web UI's charts, embedded into tensorkeep-server
+  chromium python3-websocket  # the web UI's tests drive a headless browser
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/limits.pb.h"
+#include "server/http/web_ui.h"
 #include "server/metrics/collector_metrics.h"
 #include "server/metrics/prometheus_text.h"
 #include "spdlog/spdlog.h"
@@ -118,6 +119,7 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
                     res.set_content(self->MetricsText(), kPrometheusContentType);
                   });
     s->api_ = std::make_unique<ApiV1>(s->collector_.get(), s->http_.get());
+    RegisterWebUi(s->http_.get());
     TK_RETURN_IF_ERROR(s->http_->Start());
   }
   return s;
