@@ -80,6 +80,8 @@ class Collector:
         self.proc: Optional[subprocess.Popen] = None
         self.data_dir: Optional[str] = data_dir
         self.keep_data = data_dir is not None
+        # HOST:PORT of the web UI (--http-listen) of a collector started here.
+        self.http_address: Optional[str] = None
 
     def __enter__(self) -> "Collector":
         if self.address:
@@ -104,15 +106,26 @@ class Collector:
         if not line.startswith("listening on "):
             raise SystemExit(f"error: tensorkeep-server did not start: {errors.strip() or repr(line)}")
         self.address = line[len("listening on "):]
-        say(f"Started a collector (tensorkeep-server) at {self.address}, data in {self.data_dir}.")
+        assert self.proc is not None and self.proc.stdout is not None
+        second = self.proc.stdout.readline().strip()
+        if second.startswith("http listening on "):
+            self.http_address = second[len("http listening on "):]
+        say(f"Started a collector (tensorkeep-server) at {self.address}, data in {self.data_dir}"
+            + (f", web UI at http://{self.http_address}/" if self.http_address else "") + ".")
         return self
+
+    def wait(self) -> None:
+        """Until the collector started here exits (or Ctrl-C)."""
+        if self.proc is not None:
+            self.proc.wait()
 
     def _start(self) -> Tuple[str, str]:
         """Starts the server; returns its first line and, if it exited, what it said on stderr."""
         assert self.data_dir is not None
         log = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
-            [str(self.binary), "--listen", "127.0.0.1:0", "--data-dir", self.data_dir, "--log-level", "warn"],
+            [str(self.binary), "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+             "--data-dir", self.data_dir, "--log-level", "warn"],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -488,6 +501,20 @@ def main(argv: Optional[List[str]] = None) -> int:
             parts = ", ".join(f"{n.split('/', 1)[1]} {v:.2g}" for n, v in per.items())
             say(f"  {label:12s} mean |gradient| at step 0: {parts}")
         say(f"  Saved the comparison to {png}")
+
+        # ----------------------------------------------------------------- the web UI
+        if collector.http_address:
+            ui = f"http://{collector.http_address}"
+            say()
+            say(f"The web UI, served by the collector: {ui}/")
+            say(f"  both trials on one plot: {ui}/compare?trials={bad},{good}")
+            say(f"  the poorly initialised one: {ui}/trial/{bad}")
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                say("  The collector stays up for the web UI: press Ctrl-C to stop it.")
+                try:
+                    collector.wait()
+                except KeyboardInterrupt:
+                    say()
 
     say()
     say(f"Done in {time.monotonic() - t_start:.1f} s.")

@@ -7,6 +7,7 @@ save the comparison PNG, all well within the time limit, exiting 0.
 """
 
 import os
+import re
 import pathlib
 import subprocess
 import sys
@@ -81,6 +82,11 @@ def test_demo_starts_its_own_collector(tmp_path):
     assert proc.returncode == 0, proc.stdout
     assert "Started a collector (tensorkeep-server)" in proc.stdout
     assert (tmp_path / "o" / "gradients_comparison.png").exists()
+    # It ends with the web UI's address and both trials in it; without a
+    # terminal (here) it does not wait for Ctrl-C.
+    ui = re.search(r"both trials on one plot: (http://127\.0\.0\.1:\d+/compare\?trials=bad-init-\S+,good-init-\S+)", proc.stdout)
+    assert ui, proc.stdout
+    assert "press Ctrl-C" not in proc.stdout
 
 
 def test_demo_falls_back_to_an_in_process_rule(server, tmp_path):
