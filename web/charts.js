@@ -66,8 +66,11 @@
     const decimals = gap > 0 ? Math.min(8, Math.max(0, -Math.floor(Math.log10(gap)) + 1)) : 3;
     return String(Number(v.toFixed(decimals)));
   }
+  // A log axis labels its powers of ten only (it has minor ticks between).
+  const powerOfTen = (v) => v > 0 && Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9;
   const valueAxis = (type, title) => ({type, title: {display: !!title, text: title},
-                                       ticks: {callback: (v, i, ticks) => tick(Number(v), type === "linear" && ticks)}});
+                                       ticks: {callback: (v, i, ticks) => (type === "linear" ? tick(Number(v), ticks)
+                                         : powerOfTen(Number(v)) ? tick(Number(v)) : "")}});
 
   function stepAxis(title) {
     return {type: "linear", title: {display: true, text: title || "step"}, ticks: {precision: 0}};
@@ -78,8 +81,10 @@
     opts = opts || {};
     const datasets = lines.map((l, i) => ({
       label: l.label, data: envelopePoints(l.series, opts.logY), borderColor: color(i),
-      backgroundColor: color(i, 0.2), borderWidth: 1.5, pointRadius: 0, tension: 0,
+      backgroundColor: color(i, 0.2), borderWidth: 1.5, tension: 0,
       spanGaps: true}));
+    // A curve of a single step would not show without its point.
+    for (const d of datasets) d.pointRadius = d.data.length < 2 ? 3 : 0;
     dragZoom(canvas, opts.onZoom);
     return make(canvas, {
       type: "line", data: {datasets},
@@ -101,7 +106,7 @@
         label: `p${d.percentiles[j]}`,
         data: d.step.map((s, i) => ({x: s, y: d.bands[i][j]})).filter((p) => p.y !== null),
         borderColor: j === mid ? color(base) : color(base, 0.25), borderWidth: j === mid ? 1.5 : 0.5,
-        pointRadius: 0, fill: j === 0 ? false : "-1",
+        pointRadius: d.step.length < 2 ? 2 : 0, fill: j === 0 ? false : "-1",
         // the band between percentiles j-1 and j: darker toward the median
         backgroundColor: color(base, 0.08 + 0.1 * Math.min(j, k - j))});
     }
