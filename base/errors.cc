@@ -25,6 +25,7 @@ constexpr ReasonInfo kReasons[] = {
     {Reason::kBadRequest, "BAD_REQUEST", absl::StatusCode::kInvalidArgument},
     {Reason::kTimeout, "TIMEOUT", absl::StatusCode::kDeadlineExceeded},
     {Reason::kStorageFull, "STORAGE_FULL", absl::StatusCode::kResourceExhausted},
+    {Reason::kWrongCollector, "WRONG_COLLECTOR", absl::StatusCode::kFailedPrecondition},
 };
 
 }  // namespace

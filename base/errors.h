@@ -25,6 +25,7 @@ enum class Reason {
   kBadRequest,                // INVALID_ARGUMENT
   kTimeout,                   // DEADLINE_EXCEEDED
   kStorageFull,               // RESOURCE_EXHAUSTED: the collector's disk; writers resend
+  kWrongCollector,            // FAILED_PRECONDITION: the trial belongs to another collector
 };
 
 // The metadata key (and absl payload type URL) that carries the reason.

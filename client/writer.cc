@@ -1,5 +1,7 @@
 #include "client/writer.h"
 
+#include "client/cluster.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -85,7 +87,9 @@ absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& option
         "retry_timeout_seconds must be >= 0 (infinity: never give up)");
   }
   std::unique_ptr<Writer> w(new Writer(options));
-  TK_ASSIGN_OR_RETURN(w->connection_, Connection::Open(ResolveServer(options.server), options.security));
+  // A cluster: the collector that holds the trial, else its owner.
+  TK_ASSIGN_OR_RETURN(w->connection_, ConnectForTrial(options.server, options.trial,
+                                                      options.security, Cluster::Purpose::kWrite));
   const auto deadline =
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_seconds * 1000));

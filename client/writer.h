@@ -48,7 +48,10 @@ namespace tensorkeep {
 namespace client {
 
 struct WriterOptions {
-  std::string server;  // HOST:PORT; empty: $TENSORKEEP_SERVER or the default
+  // HOST:PORT, or a cluster's HOST:PORT,HOST:PORT,... (the trial goes to the
+  // collector that holds it, else its owner: client/cluster.h); empty:
+  // $TENSORKEEP_SERVERS, else $TENSORKEEP_SERVER, else the default.
+  std::string server;
   ClientSecurity security;  // TLS and token; empty fields from the environment
   std::string trial;
   std::string worker = "worker_0";

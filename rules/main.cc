@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/cluster.h"
 #include "client/connection.h"
 #include "rules/params.h"
 #include "rules/registry.h"
@@ -39,8 +40,9 @@ std::string Usage() {
       "\n"
       "options:\n"
       "  --server HOST:PORT   the collector (default: $",
-      tensorkeep::kServerEnv, ", else ", tensorkeep::kDefaultServer,
-      ")\n"
+      tensorkeep::kServersEnv, ", else $", tensorkeep::kServerEnv, ", else ",
+      tensorkeep::kDefaultServer,
+      "); repeated or HOST:PORT,HOST:PORT,...: a cluster's collectors\n"
       "  --trial TRIAL        the trial to watch (required)\n"
       "  --rule NAME          the built-in rule to run (required; see below)\n"
       "  --param K=V          a rule parameter, as a string (repeatable)\n"
@@ -112,7 +114,8 @@ int main(int argc, char** argv) {
                flag == "--tls-cert" || flag == "--tls-key" || flag == "--token") {
       if (!take()) return UsageError(flag + " needs a value");
       if (flag == "--server") {
-        options.server = value;
+        // Repeatable: a cluster's collectors.
+        options.server = options.server.empty() ? value : options.server + "," + value;
       } else if (flag == "--trial") {
         options.trial = value;
       } else if (flag == "--rule") {

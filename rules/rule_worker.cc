@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
+#include "client/cluster.h"
 #include "client/connection.h"
 #include "client/trial.h"
 #include "rules/invoke_rule.h"
@@ -118,7 +119,7 @@ class StatusReporter {
 }  // namespace
 
 void ReportWorkerError(const RuleWorkerOptions& options, const std::string& message) {
-  auto connection = Connection::Open(ResolveServer(options.server), options.security);
+  auto connection = ConnectForTrial(options.server, options.trial, options.security);
   if (!connection.ok()) return;
   client::Trial trial(*connection, options.trial);
   StatusReporter reporter(trial, ConfigName(options), options.action, options.progress_interval);
@@ -131,8 +132,10 @@ absl::StatusOr<v1::RuleStatus::State> RunRuleWorker(const RuleWorkerOptions& opt
     return absl::InvalidArgumentError(
         absl::StrCat("unknown action '", options.action, "': use \"stop\" or none"));
   }
-  TK_ASSIGN_OR_RETURN(std::shared_ptr<Connection> connection,
-                      Connection::Open(ResolveServer(options.server), options.security));
+  // With a cluster, each trial on the collector that holds it.
+  TK_ASSIGN_OR_RETURN(std::shared_ptr<Cluster> cluster,
+                      Cluster::Open(options.server, options.security));
+  TK_ASSIGN_OR_RETURN(std::shared_ptr<Connection> connection, cluster->Locate(options.trial));
   client::Trial trial(connection, options.trial);
   StatusReporter reporter(trial, name, options.action, options.progress_interval);
   auto fail = [&](const absl::Status& status) {
@@ -142,7 +145,11 @@ absl::StatusOr<v1::RuleStatus::State> RunRuleWorker(const RuleWorkerOptions& opt
   };
 
   std::vector<client::Trial> others;
-  for (const std::string& t : options.other_trials) others.emplace_back(connection, t);
+  for (const std::string& t : options.other_trials) {
+    auto other = cluster->Locate(t);
+    if (!other.ok()) return fail(other.status());
+    others.emplace_back(*other, t);
+  }
   auto rule = CreateRule(options.rule, options.params, trial, std::move(others));
   if (!rule.ok()) return fail(rule.status());
   if ((*rule)->StopTrainingOnFire()) reporter.set_action("stop");

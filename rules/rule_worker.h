@@ -32,7 +32,9 @@ namespace tensorkeep {
 namespace rules {
 
 struct RuleWorkerOptions {
-  // Collector address (HOST:PORT); empty: $TENSORKEEP_SERVER or the default.
+  // Collector address (HOST:PORT), or a cluster's HOST:PORT,HOST:PORT,...
+  // (each trial is read from the collector that holds it); empty:
+  // $TENSORKEEP_SERVERS, else $TENSORKEEP_SERVER, else the default.
   std::string server;
   // TLS and token; empty fields from the environment (client/credentials.h).
   ClientSecurity security;

@@ -10,7 +10,7 @@ PACKAGES=(
   libre2-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev openssl
-  python3 python3-grpcio python3-protobuf python3-numpy python3-pytest
+  python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-yaml
   python3-torch python3-matplotlib
   libjs-chart.js            # the web UI's charts, embedded into tensorkeep-server
   chromium python3-websocket  # the web UI's tests drive a headless browser

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
+#include "base/rendezvous.h"
 #include "base/status_macros.h"
 #include "server/stored_record.h"
 #include "server/validation.h"
@@ -182,6 +183,20 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::st
   auto it = trials_.find(name);
   if (it != trials_.end() && !it->second->deleted()) return it->second;
   // (A deleted trial still in the map is replaced: its name is free.)
+  if (!options_.cluster.empty()) {
+    const std::string owner = RendezvousOwner(options_.cluster, name);
+    if (owner != options_.advertise) {
+      return MakeError(
+          Reason::kWrongCollector,
+          absl::StrCat("trial ", QuoteInput(name), " belongs to the collector at ", owner,
+                       ", not to this one (", options_.advertise,
+                       "): every trial lives whole on the collector that owns it (rendezvous "
+                       "hashing over the ",
+                       options_.cluster.size(),
+                       " collectors of --cluster); give this client the cluster's full list "
+                       "(TENSORKEEP_SERVERS) and it writes there"));
+    }
+  }
   const size_t held = trials_.size() - (it != trials_.end() ? 1 : 0);
   if (held >= options_.max_trials) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -81,6 +81,14 @@ struct CollectorOptions {
   std::function<double()> clock;
   // Tests: TrialReclaimerOptions::fault_point (server/trial_reclaimer.h).
   std::function<absl::Status(std::string_view stage)> fault_point;
+  // Scaling out (docs/scaling-out.md): the collectors of the cluster
+  // (HOST:PORT as clients reach them) and this one's address among them.
+  // With a cluster, a trial this collector does not hold is created only if
+  // it owns it (base/rendezvous.h); others get WRONG_COLLECTOR naming the
+  // owner. Trials it holds stay its own whoever owns them now. Empty: a
+  // single collector, which takes every trial.
+  std::vector<std::string> cluster;
+  std::string advertise;
 };
 
 class Collector {
@@ -103,7 +111,8 @@ class Collector {
   absl::StatusOr<std::shared_ptr<Trial>> GetTrial(const std::string& name) const;
   // The trial, created in memory when new (a writer's Open). It becomes
   // durable with the first write that references it. ResourceExhausted when
-  // new and the collector already holds max_trials.
+  // new and the collector already holds max_trials; WrongCollector when new
+  // and another collector of the cluster owns it (options().cluster).
   absl::StatusOr<std::shared_ptr<Trial>> GetOrCreateTrial(const std::string& name);
   std::vector<std::shared_ptr<Trial>> Trials() const;
 

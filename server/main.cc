@@ -6,6 +6,7 @@
 //                     [--retain-days N] [--vlog-gc-threshold F] [--value-file-mb N]
 //                     [--http-listen HOST:PORT]
 //                     [--log-level trace|debug|info|warn|error]
+//                     [--cluster HOST:PORT,... --advertise HOST:PORT]
 //
 // Prints exactly "listening on HOST:PORT" (the real port) as its first line on
 // standard output, and with --http-listen "http listening on HOST:PORT" as
@@ -14,11 +15,13 @@
 // closed).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
+#include "base/collector_list.h"
 #include "base/process_tuning.h"
 #include "server/collector_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -43,6 +46,7 @@ constexpr char kUsage[] =
     "                         [--log-level trace|debug|info|warn|error]\n"
     "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
     "                         [--auth-tokens FILE] [--insecure]\n"
+    "                         [--cluster HOST:PORT,... --advertise HOST:PORT]\n"
     "\n"
     "  --listen HOST:PORT  address to serve on (default 127.0.0.1:7077; port 0 picks a\n"
     "                      free port). The first line on stdout is `listening on HOST:PORT`.\n"
@@ -83,6 +87,14 @@ constexpr char kUsage[] =
     "                      same TLS and tokens as gRPC; port 0 picks a free port, and the\n"
     "                      second line on stdout is `http listening on HOST:PORT`\n"
     "  --log-level L       log verbosity on stderr (default info)\n"
+    "\n"
+    "scaling out (docs/scaling-out.md):\n"
+    "  --cluster LIST      the collectors of the cluster, HOST:PORT,HOST:PORT,... as\n"
+    "                      clients reach them (their TENSORKEEP_SERVERS): a trial this\n"
+    "                      collector does not hold is created only if it owns it\n"
+    "                      (rendezvous hashing); others are refused with\n"
+    "                      WRONG_COLLECTOR naming the owner\n"
+    "  --advertise HOST:PORT  this collector's address in --cluster\n"
     "\n"
     "security (docs/shared-collector.md):\n"
     "  --tls-cert FILE     serve TLS with this PEM certificate (chain)\n"
@@ -232,6 +244,18 @@ int main(int argc, char** argv) {
       } else {
         options.security.auth_tokens = v;
       }
+    } else if (arg == "--cluster") {
+      const char* v = value("--cluster");
+      if (v == nullptr) return Usage("--cluster needs HOST:PORT,HOST:PORT,...");
+      auto list = tensorkeep::ParseCollectorList(v, "--cluster");
+      if (!list.ok()) return Usage(std::string(list.status().message()));
+      options.collector.cluster = std::move(*list);
+    } else if (arg == "--advertise") {
+      const char* v = value("--advertise");
+      if (v == nullptr || !tensorkeep::IsHostPort(v)) {
+        return Usage("--advertise needs this collector's HOST:PORT as listed in --cluster");
+      }
+      options.collector.advertise = v;
     } else if (arg == "--insecure") {
       options.security.insecure = true;
     } else if (arg == "--log-level") {
@@ -241,6 +265,17 @@ int main(int argc, char** argv) {
     } else {
       return Usage("unknown argument '" + arg + "'");
     }
+  }
+
+  const auto& cluster = options.collector.cluster;
+  if (cluster.empty() != options.collector.advertise.empty()) {
+    return Usage("--cluster and --advertise go together: the cluster's collectors, and this "
+                 "one's address among them");
+  }
+  if (!cluster.empty() &&
+      std::find(cluster.begin(), cluster.end(), options.collector.advertise) == cluster.end()) {
+    return Usage("--advertise " + options.collector.advertise +
+                 " is not in --cluster: list this collector under the address clients use");
   }
 
   auto logger = spdlog::stderr_color_mt("tensorkeep");
@@ -280,6 +315,10 @@ int main(int argc, char** argv) {
                    ? (options.security.tls_client_ca.empty() ? ", TLS" : ", mutual TLS")
                    : ", plaintext",
                options.security.auth_tokens.empty() ? "" : ", tokens required");
+  if (!cluster.empty()) {
+    spdlog::info("member {} of a cluster of {} collectors: creates only the trials it owns",
+                 options.collector.advertise, cluster.size());
+  }
 
   int sig = 0;
   for (;;) {

@@ -1,5 +1,6 @@
 #include "client/cli/commands.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <chrono>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "client/cli/smdebug_export.h"
 #include "client/cli/smdebug_import.h"
 #include "client/cli/tensorboard_export.h"
+#include "client/cluster.h"
 #include "client/trial.h"
 #include "client/writer.h"
 #include "google/protobuf/struct.pb.h"
@@ -31,13 +33,17 @@ namespace tensorkeep {
 namespace cli {
 namespace {
 
-constexpr char kUsage[] = R"(usage: tensorkeep [--server HOST:PORT] [--tls-ca FILE] [--token T] COMMAND [ARGS] [--json]
+constexpr char kUsage[] = R"(usage: tensorkeep [--server HOST:PORT ...] [--tls-ca FILE] [--token T] COMMAND [ARGS] [--json]
 
-The server defaults to $TENSORKEEP_SERVER, else 127.0.0.1:7077. Steps are global
-steps unless --mode says otherwise (then they are steps of that mode).
+The server defaults to $TENSORKEEP_SERVERS, else $TENSORKEEP_SERVER, else
+127.0.0.1:7077. A cluster's collectors are given as HOST:PORT,HOST:PORT,... or
+several --server: each TRIAL is found on the collector that holds it
+(docs/scaling-out.md). Steps are global steps unless --mode says otherwise
+(then they are steps of that mode).
 
 commands:
-  trials                                   list trials
+  trials                                   list trials (of every collector; one that
+                                           cannot be reached is named, exit status 3)
   info TRIAL                               state, workers, steps, collections, rules
   steps TRIAL [--mode M] [--incomplete]    saved (complete) steps
   tensors TRIAL [--step N] [--mode M] [--regex R ... | --collection C]
@@ -61,7 +67,8 @@ commands:
                                            return when the steps are available
   watch TRIAL [--from N]                   print each newly complete step
   rules TRIAL [--watch]                    rule statuses
-  health                                   exit 0 if the collector is SERVING (grpc health)
+  health                                   exit 0 if the collector is SERVING (grpc health;
+                                           with a cluster, every collector)
   export-tensorboard TRIAL DIR [--follow] [--reductions mean,std,...]
                                            TensorBoard event files, one run directory per
                                            worker: scalar tensors and the chosen reductions
@@ -88,6 +95,9 @@ std::string ToJson(const google::protobuf::Message& m) {
 }
 
 struct Context {
+  std::shared_ptr<Cluster> cluster;
+  // The collector of the command's TRIAL (the first collector for commands
+  // without one).
   std::shared_ptr<Connection> connection;
   ClientSecurity security;
   bool json = false;
@@ -127,26 +137,53 @@ void PrintList(const std::vector<T>& items, bool json) {
   for (const auto& i : items) std::cout << i << "\n";
 }
 
+// Exit status of `trials` when some collectors could not be listed.
+constexpr int kPartialListing = 3;
+
+// trials: every collector's trials, merged. A collector that does not answer
+// makes only its trials missing: it is named on stderr (and in the JSON's
+// "unavailable"), and the exit status is kPartialListing.
 int Trials(const Args&, Context& ctx) {
-  grpc::ClientContext cc;
-  v1::ListTrialsResponse resp;
-  absl::Status s =
-      FromGrpc(ctx.connection->stub()->ListTrials(&cc, {}, &resp), &cc, *ctx.connection);
-  if (!s.ok()) return Fail(s);
+  const Cluster::Listing listing = ctx.cluster->ListTrials();
+  if (listing.failures.size() == ctx.cluster->size() && ctx.cluster->size() == 1) {
+    return Fail(listing.failures.front().second);
+  }
+  const bool cluster = ctx.cluster->size() > 1;
   if (ctx.json) {
-    std::cout << ToJson(resp) << "\n";
-    return 0;
+    // {"trials": [TrialSummary + "collector"], "unavailable": [{collector, error}]}
+    google::protobuf::Struct out;
+    auto* trials = (*out.mutable_fields())["trials"].mutable_list_value();
+    for (const auto& [address, t] : listing.trials) {
+      google::protobuf::Struct item;
+      (void)google::protobuf::util::JsonStringToMessage(ToJson(t), &item);
+      (*item.mutable_fields())["collector"].set_string_value(address);
+      *trials->add_values()->mutable_struct_value() = std::move(item);
+    }
+    auto* unavailable = (*out.mutable_fields())["unavailable"].mutable_list_value();
+    for (const auto& [address, status] : listing.failures) {
+      auto& f = *unavailable->add_values()->mutable_struct_value()->mutable_fields();
+      f["collector"].set_string_value(address);
+      f["error"].set_string_value(std::string(status.message()));
+    }
+    std::cout << ToJson(out) << "\n";
+  } else {
+    std::printf("%-32s %-8s %7s %9s %10s %8s%s\n", "TRIAL", "STATE", "WORKERS", "STEPS", "LAST",
+                "TENSORS", cluster ? "  COLLECTOR" : "");
+    for (const auto& [address, t] : listing.trials) {
+      std::printf("%-32s %-8s %7u %9llu %10lld %8llu%s%s\n", t.name().c_str(),
+                  t.ended() ? "ended" : "running", t.num_workers(),
+                  static_cast<unsigned long long>(t.num_steps()),
+                  static_cast<long long>(t.last_step()),
+                  static_cast<unsigned long long>(t.num_tensors()),
+                  cluster ? ("  " + address).c_str() : "",
+                  t.stop_requested() ? "  (stop requested)" : "");
+    }
   }
-  std::printf("%-32s %-8s %7s %9s %10s %8s\n", "TRIAL", "STATE", "WORKERS", "STEPS", "LAST",
-              "TENSORS");
-  for (const auto& t : resp.trials()) {
-    std::printf("%-32s %-8s %7u %9llu %10lld %8llu%s\n", t.name().c_str(),
-                t.ended() ? "ended" : "running", t.num_workers(),
-                static_cast<unsigned long long>(t.num_steps()), static_cast<long long>(t.last_step()),
-                static_cast<unsigned long long>(t.num_tensors()),
-                t.stop_requested() ? "  (stop requested)" : "");
+  for (const auto& [address, status] : listing.failures) {
+    std::cerr << "tensorkeep: the trials of the collector at " << address
+              << " are not listed: " << status.message() << "\n";
   }
-  return 0;
+  return listing.failures.empty() ? 0 : kPartialListing;
 }
 
 int Info(const Args& args, Context& ctx) {
@@ -576,8 +613,19 @@ struct Command {
 // health: asks the standard grpc.health.v1.Health service (no token needed)
 // and exits 0 when the collector is SERVING: a probe for systemd or
 // Kubernetes that works with TLS (kubelet's own gRPC probe speaks plaintext).
+int HealthOf(const Connection& connection, bool prefix);
+
 int Health(const Args&, Context& ctx) {
-  grpc::GenericStub stub(ctx.connection->channel());
+  int rc = 0;
+  for (const auto& c : ctx.cluster->connections()) {
+    rc = std::max(rc, HealthOf(*c, ctx.cluster->size() > 1));
+  }
+  return rc;
+}
+
+int HealthOf(const Connection& connection, bool prefix) {
+  if (prefix) std::cout << connection.address() << ": " << std::flush;
+  grpc::GenericStub stub(connection.channel());
   grpc::ClientContext cc;
   cc.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   grpc::Slice empty("");  // HealthCheckRequest{service: ""} serializes to nothing
@@ -585,8 +633,11 @@ int Health(const Args&, Context& ctx) {
   std::promise<grpc::Status> done;
   stub.UnaryCall(&cc, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                  [&done](grpc::Status s) { done.set_value(std::move(s)); });
-  absl::Status s = FromGrpc(done.get_future().get(), &cc, *ctx.connection);
-  if (!s.ok()) return Fail(s);
+  absl::Status s = FromGrpc(done.get_future().get(), &cc, connection);
+  if (!s.ok()) {
+    if (prefix) std::cout << "UNREACHABLE\n";
+    return Fail(s);
+  }
   std::vector<grpc::Slice> slices;
   std::string bytes;
   if (response.Dump(&slices).ok()) {
@@ -678,12 +729,19 @@ int RunCli(const std::vector<std::string>& argv) {
     const size_t eq = a.find('=');
     auto g = global.find(a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
     if (g == global.end()) return false;
+    std::string value;
     if (eq != std::string::npos) {
-      *g->second = a.substr(eq + 1);
+      value = a.substr(eq + 1);
     } else if (j + 1 < argv.size()) {
-      *g->second = argv[++j];
+      value = argv[++j];
     } else {
       return false;
+    }
+    // --server is repeatable (a cluster's collectors); the rest take the last.
+    if (g->first == "server" && !g->second->empty()) {
+      *g->second += "," + value;
+    } else {
+      *g->second = value;
     }
     return true;
   };
@@ -710,9 +768,20 @@ int RunCli(const std::vector<std::string>& argv) {
   bool_flags.insert("json");
   auto args = Args::Parse(rest, it->second.value_flags, bool_flags);
   if (!args.ok()) return UsageError(std::string(args.status().message()));
-  auto connection = Connection::Open(ResolveServer(server), security);
-  if (!connection.ok()) return Fail(connection.status());
-  Context ctx{*connection, security, args->Has("json")};
+  auto cluster = Cluster::Open(server, security);
+  if (!cluster.ok()) return Fail(cluster.status());
+  std::shared_ptr<Connection> connection = (*cluster)->connections().front();
+  // The command's TRIAL (import-smdebug DIR TRIAL: the second), on the
+  // collector that holds it; `put` and `import-smdebug` may create it.
+  const bool creates = argv[i] == "put" || argv[i] == "import-smdebug";
+  const size_t trial_arg = argv[i] == "import-smdebug" ? 1 : 0;
+  if (args->positional().size() > trial_arg && argv[i] != "trials" && argv[i] != "health") {
+    auto located = (*cluster)->Locate(args->positional()[trial_arg],
+                                      creates ? Cluster::Purpose::kWrite : Cluster::Purpose::kRead);
+    if (!located.ok()) return Fail(located.status());
+    connection = *located;
+  }
+  Context ctx{*cluster, connection, security, args->Has("json")};
   return it->second.run(*args, ctx);
 }
 

@@ -55,6 +55,7 @@ S = grpc.StatusCode
         (S.DEADLINE_EXCEEDED, "TIMEOUT", e.WaitTimeout),
         (S.UNAVAILABLE, None, e.CollectorUnavailable),
         (S.RESOURCE_EXHAUSTED, "STORAGE_FULL", e.CollectorUnavailable),
+        (S.FAILED_PRECONDITION, "WRONG_COLLECTOR", e.WrongCollector),
         (S.DEADLINE_EXCEEDED, None, e.WaitTimeout),
         (S.INTERNAL, "SOMETHING_NEW", e.TensorkeepError),
     ],

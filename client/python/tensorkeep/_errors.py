@@ -30,6 +30,8 @@ _TRANSIENT_CODES = frozenset(
 
 # The collector's NO_MORE_DATA message: "... its last TRAIN step is 7".
 _LAST_STEP = re.compile(r"\blast (?:[A-Z]+ )?step (?:is )?(\d+)")
+# The collector's WRONG_COLLECTOR message: "... belongs to the collector at HOST:PORT ...".
+_OWNER = re.compile(r"belongs to the collector at (\S+?),")
 
 
 def reason_of(err: grpc.RpcError) -> Optional[str]:
@@ -111,6 +113,9 @@ def translate(
         e = exc.NoMoreData(step if step is not None else -1, mode, int(m.group(1)) if m else None)
     elif reason == "CONFLICT":
         e = exc.Conflict(details)
+    elif reason == "WRONG_COLLECTOR":
+        m = _OWNER.search(details)
+        e = exc.WrongCollector(details, m.group(1) if m else None)
     elif reason == "BAD_REQUEST":
         e = exc.BadRequest(details)
     elif reason == "TIMEOUT" or (reason is None and code == grpc.StatusCode.DEADLINE_EXCEEDED):

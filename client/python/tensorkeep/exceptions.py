@@ -291,6 +291,16 @@ class Conflict(TensorkeepError):
         self.details = message
 
 
+class WrongCollector(TensorkeepError):
+    """A collector of a cluster refused a trial that belongs to another one
+    (reason ``WRONG_COLLECTOR``); ``owner`` is the collector its message names."""
+
+    def __init__(self, message: str, owner: Optional[str] = None):
+        super().__init__(message)
+        self.details = message
+        self.owner = owner
+
+
 class BadRequest(TensorkeepError, ValueError):
     """The collector rejected a malformed request (reason ``BAD_REQUEST``)."""
 

@@ -1,13 +1,78 @@
-"""create_trial: the entry point of the analysis API, as smdebug.trials."""
+"""create_trial: the entry point of the analysis API, as smdebug.trials; and
+list_trials, the trials of every collector."""
 
-from typing import Any, Dict, Optional, Tuple
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _address
-from .exceptions import SMDebugNotImplementedError
+from .exceptions import CollectorUnavailable, SMDebugNotImplementedError
 from .step_state import StepState
 from .trial import Trial
 
-__all__ = ["create_trial", "delete_trial", "Trial", "StepState"]
+__all__ = ["create_trial", "delete_trial", "list_trials", "TrialInfo", "TrialList", "Trial", "StepState"]
+
+logger = logging.getLogger("tensorkeep")
+
+
+@dataclass(frozen=True)
+class TrialInfo:
+    """One trial of a listing, and the collector that holds it."""
+
+    name: str
+    collector: str
+    ended: bool
+    num_workers: int
+    num_steps: int
+    last_step: int
+    num_tensors: int
+    stop_requested: bool
+
+    @property
+    def url(self) -> str:
+        return f"{_address.SCHEME}{self.collector}/{self.name}"
+
+
+class TrialList(list):
+    """A list of TrialInfo sorted by name; ``unavailable`` maps each collector
+    that did not answer to why (its trials are missing from the list)."""
+
+    unavailable: Dict[str, str]
+
+
+def list_trials(server: Optional[str] = None, *, strict: bool = False, timeout: float = 10.0) -> TrialList:
+    """The trials of every collector (``server``: ``HOST:PORT`` or a comma list;
+    default ``TENSORKEEP_SERVERS``, else ``TENSORKEEP_SERVER``), asked in parallel.
+
+    A collector that does not answer makes only its trials missing: it is named
+    in a warning (logger ``tensorkeep``) and in the result's ``unavailable``;
+    ``strict=True`` raises CollectorUnavailable naming them instead.
+    """
+    from . import _cluster
+
+    servers = _address.resolve_servers(server)
+    found, failures = _cluster.list_all(servers, timeout=timeout)
+    if failures and (strict or len(failures) == len(servers)):
+        raise CollectorUnavailable(
+            "; ".join(f"the trials of the collector at {c} are not listed: {why}" for c, why in failures.items())
+        )
+    for collector, why in failures.items():
+        logger.warning("the trials of the collector at %s are not listed: %s", collector, why)
+    out = TrialList(
+        TrialInfo(
+            name=t.name,
+            collector=collector,
+            ended=t.ended,
+            num_workers=t.num_workers,
+            num_steps=t.num_steps,
+            last_step=t.last_step,
+            num_tensors=t.num_tensors,
+            stop_requested=t.stop_requested,
+        )
+        for collector, t in found
+    )
+    out.unavailable = failures
+    return out
 
 
 def create_trial(
@@ -28,7 +93,9 @@ def create_trial(
     Args:
         path: ``tensorkeep://HOST:PORT/TRIAL``, or a bare trial name with the
             collector taken from ``server`` or the environment variable
-            ``TENSORKEEP_SERVER`` (``HOST:PORT``).
+            ``TENSORKEEP_SERVERS`` / ``TENSORKEEP_SERVER``. With a cluster's
+            collectors (``tensorkeep://H1:P1,H2:P2/TRIAL``, a comma list) the
+            trial is read from the collector that holds it (docs/scaling-out.md).
         name: any string to help you manage different trials; defaults to the
             trial's name.
         range_steps: ``(begin, end)`` restricts the analysis to global steps
@@ -45,7 +112,8 @@ def create_trial(
 
     The trial need not exist yet: a Trial made before the job writes anything
     sees no steps until the job's first steps complete (live analysis). Nothing
-    is sent to the collector until the first query.
+    is sent to the collector until the first query (with a cluster's
+    collectors, they are asked here which one holds the trial).
     """
     if isinstance(profiler, (tuple, list)) and range_steps is None:
         # create_trial(path, name, (begin, end)): tensorkeep's older order.

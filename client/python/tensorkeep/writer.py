@@ -65,8 +65,11 @@ class Writer:
         retry_timeout: seconds to keep retrying a lost connection before the
             writer fails, naming what was not saved (None: retry forever; the
             default is RECONNECT_GIVE_UP_SECONDS of proto/limits.proto, 300).
-        server: ``HOST:PORT`` of the collector for a bare trial name (overrides
-            ``TENSORKEEP_SERVER``).
+        server: ``HOST:PORT`` of the collector for a bare trial name, or a
+            cluster's ``HOST:PORT,HOST:PORT,...`` (overrides
+            ``TENSORKEEP_SERVERS`` and ``TENSORKEEP_SERVER``). With a cluster
+            the trial goes to the collector that holds it, else its owner
+            (docs/scaling-out.md).
 
     Raises ValueError/TypeError for bad arguments. The connection is opened in
     the background: an unreachable collector does not fail the constructor.
@@ -82,7 +85,7 @@ class Writer:
         retry_timeout: Optional[float] = float(_names.RECONNECT_GIVE_UP_SECONDS),
         server: Optional[str] = None,
     ):
-        addr = _address.parse(out_dir, server)
+        addr = _address.parse(out_dir, server, write=True)
         _names.check_worker(worker)
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")

@@ -140,7 +140,7 @@ def _refuse_ended_trial(out_dir: str) -> None:
     from tensorkeep import _address, _channel
     from tensorkeep.exceptions import Conflict
 
-    addr = _address.parse(out_dir)
+    addr = _address.parse(out_dir, write=True)
     channel = _channel.open_channel(addr.target)
     try:
         summary = _channel.pb_grpc.TensorKeepStub(channel).GetTrial(
@@ -1178,7 +1178,7 @@ class _StopPoller:
     def __init__(self, out_dir: str):
         from tensorkeep import _address
 
-        self._addr = _address.parse(out_dir)
+        self._addr = _address.parse(out_dir, write=True)
         self._last = 0.0
         self._value = False
         self._channel: Any = None
