@@ -2,7 +2,6 @@
 
 #include <sys/statvfs.h>
 
-#include <filesystem>
 #include <system_error>
 
 #include "server/metrics/prometheus_text.h"
@@ -19,27 +18,6 @@ void Gauge(PrometheusText* out, const char* name, const char* help, double value
 void CounterFamily(PrometheusText* out, const char* name, const char* help, uint64_t value) {
   out->Family(name, "counter", help);
   out->Sample(name, static_cast<double>(value));
-}
-
-struct ValueLogSize {
-  uint64_t files = 0;
-  uint64_t bytes = 0;
-};
-
-// The value log's files (storage/value_log.h: NNNNNN.vlog in values/).
-ValueLogSize MeasureValueLog(const std::string& data_dir) {
-  ValueLogSize out;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(std::filesystem::path(data_dir) / kValuesSubdir, ec);
-  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (it->path().extension() != ".vlog") continue;
-    std::error_code size_ec;
-    const uint64_t size = it->file_size(size_ec);
-    if (size_ec) continue;
-    ++out.files;
-    out.bytes += size;
-  }
-  return out;
 }
 
 }  // namespace
@@ -72,12 +50,14 @@ std::string CollectorMetricsText(const CollectorMetricsSources& s) {
   }
   Gauge(&out, "tensorkeep_trials", "Trials the collector holds", trials);
   Gauge(&out, "tensorkeep_trials_running", "Trials not yet ended", running);
-  const ValueLogSize vlog = MeasureValueLog(s.data_dir);
+  const TensorStore::SpaceStats space = c->store()->Space();
   Gauge(&out, "tensorkeep_value_log_files", "Files of the value log (large tensor values)",
-        vlog.files);
-  Gauge(&out, "tensorkeep_value_log_bytes", "Bytes of the value log's files", vlog.bytes);
+        static_cast<double>(space.value_files));
+  Gauge(&out, "tensorkeep_value_log_bytes", "Bytes of the value log's files",
+        static_cast<double>(space.value_bytes));
   Gauge(&out, "tensorkeep_value_log_garbage_bytes",
-        "Bytes of the value log no longer referenced (reclaimed by garbage collection)", 0);
+        "Bytes of the value log no longer referenced (deleted trials' values, until reclaimed)",
+        static_cast<double>(space.value_garbage_bytes));
   struct statvfs st;
   if (statvfs(s.data_dir.c_str(), &st) == 0) {
     Gauge(&out, "tensorkeep_disk_free_bytes",

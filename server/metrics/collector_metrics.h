@@ -15,13 +15,13 @@ namespace tensorkeep {
 struct CollectorMetricsSources {
   Collector* collector = nullptr;
   const GrpcRequestMetrics* grpc = nullptr;
-  std::string data_dir;  // its values/ subdirectory is the value log
+  std::string data_dir;  // for the free space of its filesystem
   int open_streams = 0;  // live Push streams
   bool serving = false;  // the health service's status
 };
 
 // The page's text (content type kPrometheusContentType). Reads counters and
-// gauges, lists the value log's directory and asks statvfs for the free
+// gauges, the store's value-log space (TensorStore::Space) and statvfs's free
 // space: cheap enough for a scrape every few seconds.
 std::string CollectorMetricsText(const CollectorMetricsSources& sources);
 
