@@ -116,7 +116,7 @@ absl::StatusOr<Result> RunLayout(const ReclaimOptions& options, bool concurrent)
   r.value = MiB(reclaimed);
   r.unit = "MiB";
   r.figure_text = absl::StrFormat(
-      "%.1f MiB reclaimed (disk: %.1f empty, %.1f written, %.1f deleted, %.1f reclaimed; %.1f s)",
+      "%.1f MiB reclaimed (disk: %.1f empty, %.1f written, %.1f deleted, %.1f reclaimed, in %.1f s)",
       MiB(reclaimed), MiB(before), MiB(written), MiB(after_delete), MiB(after_gc), seconds);
   r.baseline_name = "deleted trials' share";
   r.baseline = MiB(deleted_bytes);
