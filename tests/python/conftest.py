@@ -175,6 +175,28 @@ def server(tmp_path):
 
 
 @pytest.fixture
+def http_collector(tmp_path):
+    """Starts collectors with --http-listen 127.0.0.1:0 (extra flags as arguments);
+    stops them all at the end."""
+    if server_binary() is None:
+        pytest.skip("tensorkeep-server not built")
+    started = []
+
+    def run(*args: str) -> ServerProcess:
+        data = tmp_path / f"data{len(started)}"
+        data.mkdir()
+        s = ServerProcess(str(data), str(tmp_path / f"server{len(started)}.log"))
+        s.start(extra_args=["--http-listen", "127.0.0.1:0", *args])
+        started.append(s)
+        return s
+
+    yield run
+    release_clients()
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
 def trial_name(request) -> str:
     base = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:80]
     return f"{base}-{uuid.uuid4().hex[:8]}"

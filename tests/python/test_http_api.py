@@ -19,7 +19,6 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import ServerProcess, release_clients, server_binary
 from tensorkeep import Writer
 
 STEPS = 30
@@ -40,24 +39,6 @@ def _loss(step: int) -> np.float32:
     return np.float32(2.0 / (1 + step))
 
 
-@pytest.fixture
-def start(tmp_path):
-    if server_binary() is None:
-        pytest.skip("tensorkeep-server not built")
-    started = []
-
-    def run(*args: str) -> ServerProcess:
-        data = tmp_path / f"data{len(started)}"
-        data.mkdir()
-        s = ServerProcess(str(data), str(tmp_path / f"server{len(started)}.log"))
-        s.start(extra_args=["--http-listen", "127.0.0.1:0", *args])
-        started.append(s)
-        return s
-
-    yield run
-    release_clients()
-    for s in started:
-        s.stop()
 
 
 def _get(server, path, token=None, expect=200):
@@ -88,8 +69,8 @@ def _push_trial(server, trial="http-trial"):
 
 
 @pytest.fixture
-def served(start):
-    s = start()
+def served(http_collector):
+    s = http_collector()
     return s, _push_trial(s)
 
 
@@ -235,8 +216,8 @@ def _read_event(resp):
         fields[key] = value
 
 
-def test_events_arrive_when_a_step_completes(start):
-    s = start()
+def test_events_arrive_when_a_step_completes(http_collector):
+    s = http_collector()
     url = s.url("live-trial")
     w = Writer(url)
     w.write_tensor("x", np.ones(3, np.float32), step=0)
@@ -279,13 +260,13 @@ WRITE = "tk_http_write_token_0123456789"
 TEAM = "tk_http_team_token_0123456789"
 
 
-def test_tokens_and_prefixes(start, tmp_path):
+def test_tokens_and_prefixes(http_collector, tmp_path):
     import tensorkeep
 
     tokens = tmp_path / "tokens"
     line = lambda tok, rest: f"sha256:{hashlib.sha256(tok.encode()).hexdigest()} {rest}\n"
     tokens.write_text(line(READ, "read reader") + line(WRITE, "write writer") + line(TEAM, "read team team-a-"))
-    s = start("--auth-tokens", str(tokens))
+    s = http_collector("--auth-tokens", str(tokens))
     tensorkeep.set_credentials(token=WRITE)
     try:
         for trial in ("team-a-1", "team-b-1"):

@@ -22,7 +22,6 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import ServerProcess, release_clients, server_binary
 from tensorkeep import Writer
 
 websocket = pytest.importorskip("websocket", reason="python3-websocket (Debian) is not installed")
@@ -133,24 +132,6 @@ def browser(tmp_path_factory):
         log.close()
 
 
-@pytest.fixture
-def start(tmp_path):
-    if server_binary() is None:
-        pytest.skip("tensorkeep-server not built")
-    started = []
-
-    def run(*args: str) -> ServerProcess:
-        data = tmp_path / f"data{len(started)}"
-        data.mkdir()
-        s = ServerProcess(str(data), str(tmp_path / f"server{len(started)}.log"))
-        s.start(extra_args=["--http-listen", "127.0.0.1:0", *args])
-        started.append(s)
-        return s
-
-    yield run
-    release_clients()
-    for s in started:
-        s.stop()
 
 
 def _grad(layer: int, step: int) -> np.ndarray:
@@ -181,8 +162,8 @@ def _charts(page, selector):
         .filter(Boolean).map(ch => ch.data.datasets.map(d => d.data.length))""")
 
 
-def test_pages_draw_and_update_live(start, browser):
-    s = start()
+def test_pages_draw_and_update_live(http_collector, browser):
+    s = http_collector()
     live = _trial(s, "web-live", STEPS)
     done = _trial(s, "web-done", STEPS)
     for w in done:
@@ -255,13 +236,13 @@ READ = "tk_web_read_token_0123456789"
 WRITE = "tk_web_write_token_0123456789"
 
 
-def test_tokens(start, browser, tmp_path):
+def test_tokens(http_collector, browser, tmp_path):
     import tensorkeep
 
     tokens = tmp_path / "tokens"
     line = lambda tok, rest: f"sha256:{hashlib.sha256(tok.encode()).hexdigest()} {rest}\n"
     tokens.write_text(line(READ, "read reader") + line(WRITE, "write writer"))
-    s = start("--auth-tokens", str(tokens))
+    s = http_collector("--auth-tokens", str(tokens))
     tensorkeep.set_credentials(token=WRITE)
     try:
         w = Writer(s.url("web-secret"), retry_timeout=10)
@@ -291,14 +272,14 @@ def test_tokens(start, browser, tmp_path):
     browser.eval("sessionStorage.clear()")
 
 
-def test_assets_served_without_a_token(start, tmp_path):
+def test_assets_served_without_a_token(http_collector, tmp_path):
     """The files hold no data: served without a token even with tokens on, with
     a Content-Security-Policy; the data still needs one. Needs no browser."""
     import urllib.error
 
     tokens = tmp_path / "tokens"
     tokens.write_text(f"sha256:{hashlib.sha256(READ.encode()).hexdigest()} read reader\n")
-    s = start("--auth-tokens", str(tokens))
+    s = http_collector("--auth-tokens", str(tokens))
 
     def get(path):
         try:
