@@ -225,7 +225,12 @@ if how == "crash":
     raise RuntimeError("the training script failed")
 if how == "term":
     print("ready", flush=True)
-    time.sleep(60)
+    # A training loop's main thread returns to the interpreter often. (CPython
+    # runs a signal handler in the main thread only; when the kernel delivers
+    # SIGTERM to one of gRPC's threads, one long time.sleep(60) is not
+    # interrupted and the handler waits for it to end.)
+    for _ in range(600):
+        time.sleep(0.1)
 """
 
 

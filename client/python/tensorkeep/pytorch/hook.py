@@ -212,7 +212,10 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     """SIGTERM (what torchrun and schedulers send): ends the main thread with
     SystemExit(128 + signum), so ``finally`` blocks run and the exit handler
     sends what the hook queued and closes without end of training. A second
-    SIGTERM kills the process at once."""
+    SIGTERM kills the process at once. As for every Python signal handler, it
+    runs in the main thread when that thread next runs Python code: a main
+    thread blocked in one long C call (one time.sleep(60)) is not interrupted
+    when the kernel delivered the signal to another thread (gRPC's)."""
     global _terminated_by
     _terminated_by = signum
     signal.signal(signum, signal.SIG_DFL)
