@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
+#include "base/unpublished.h"
 #include "proto/limits.pb.h"
 
 namespace tensorkeep {
@@ -20,6 +21,16 @@ Connection::Connection(std::string address, bool tls, std::shared_ptr<grpc::Chan
       tls_(tls),
       channel_(std::move(channel)),
       stub_(v1::TensorKeep::NewStub(channel_)) {}
+
+std::shared_ptr<Connection> Connection::SeeingUnpublished() const {
+  std::shared_ptr<Connection> c(new Connection(*this));
+  c->unpublished_ = true;
+  return c;
+}
+
+void Connection::Prepare(grpc::ClientContext* context) const {
+  if (unpublished_) context->AddMetadata(kUnpublishedMetadata, "1");
+}
 
 absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& address,
                                                              const ClientSecurity& flags) {

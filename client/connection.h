@@ -38,12 +38,20 @@ class Connection {
   v1::TensorKeep::Stub* stub() const { return stub_.get(); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
+  // The same collector over the same channel, whose client::Trial and
+  // client::Tensor calls also see unpublished trials (the copies `tensorkeep
+  // rebalance` writes; base/unpublished.h).
+  std::shared_ptr<Connection> SeeingUnpublished() const;
+  // Adds this connection's request metadata to a call's context.
+  void Prepare(grpc::ClientContext* context) const;
+
  private:
   Connection(std::string address, bool tls, std::shared_ptr<grpc::Channel> channel);
   std::string address_;
   bool tls_ = false;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::TensorKeep::Stub> stub_;
+  std::shared_ptr<v1::TensorKeep::Stub> stub_;
+  bool unpublished_ = false;
 };
 
 // A gRPC status as absl::Status, with the "tk-reason" trailing metadata of

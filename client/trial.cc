@@ -16,6 +16,7 @@ template <typename Req, typename Resp, typename Method>
 absl::StatusOr<Resp> Call(const Connection& c, Method method, const Req& request,
                           double timeout_seconds = 0) {
   grpc::ClientContext context;
+  c.Prepare(&context);
   if (timeout_seconds > 0) {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
@@ -195,6 +196,11 @@ absl::StatusOr<bool> Trial::End() const {
   return resp.was_running();
 }
 
+absl::StatusOr<v1::TrialSummary> Trial::Publish() const {
+  return Call<v1::TrialRef, v1::TrialSummary>(*connection_, &v1::TensorKeep::Stub::PublishTrial,
+                                              Ref(name_));
+}
+
 absl::StatusOr<v1::DeleteTrialResponse> Trial::Delete(bool wait_reclaimed) const {
   v1::DeleteTrialRequest r;
   r.set_trial(name_);
@@ -264,6 +270,7 @@ absl::StatusOr<std::vector<Value>> Tensor::ReadValues(
     const std::function<std::unique_ptr<grpc::ClientReader<v1::TensorValue>>(grpc::ClientContext*)>&
         call) const {
   grpc::ClientContext context;
+  connection_->Prepare(&context);
   auto reader = call(&context);
   std::vector<Value> out;
   std::vector<Value> batched;

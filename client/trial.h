@@ -85,6 +85,9 @@ class Trial {
                             double timeout_seconds = 0) const;
   // Ends the trial; returns whether it was running.
   absl::StatusOr<bool> End() const;
+  // Publishes a copy written unpublished (an admin token's call; tensorkeep
+  // rebalance); returns its summary.
+  absl::StatusOr<v1::TrialSummary> Publish() const;
   // Deletes the trial and everything stored of it (an admin token's call):
   // afterwards its readers get TrialNotFound and a writer opening the name
   // starts a new trial. With `wait_reclaimed`, returns once its space is

@@ -353,6 +353,7 @@ void Writer::Stream(uint64_t gen,
     // Later streams resume: a trial this writer's own close ended (its
     // acknowledgement lost with the connection) still takes their resend.
     open.mutable_open()->set_resume(gen > 1);
+    open.mutable_open()->set_unpublished(options_.unpublished);
     if (!stream->Write(open)) return;
     v1::PushRequest flush;
     flush.set_seq(2);

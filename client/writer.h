@@ -66,6 +66,9 @@ struct WriterOptions {
   // small steps as one records message and one EndStep). false sends each
   // EndStep as its own message, as the writer did before (for benchmarks).
   bool coalesce_steps = true;
+  // Writes an unpublished copy (Open.unpublished: `tensorkeep rebalance`),
+  // hidden from readers until published.
+  bool unpublished = false;
   // Reconnecting (defaults: proto/limits.proto, ReconnectPolicy). The writer
   // gives up after failing to reach the collector for this long (0: at the
   // first failure; infinity: never).

@@ -178,10 +178,35 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetTrial(const std::string& na
   return it->second;
 }
 
-absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::string& name) {
+absl::StatusOr<std::shared_ptr<Trial>> Collector::GetPublishedTrial(const std::string& name,
+                                                                     bool unpublished) const {
+  TK_ASSIGN_OR_RETURN(auto trial, GetTrial(name));
+  if (trial->unpublished() && !unpublished) {
+    return MakeError(Reason::kTrialNotFound,
+                     absl::StrCat("trial '", name,
+                                  "' not found on this collector (a copy of it is being moved "
+                                  "here by tensorkeep rebalance and is not published yet; the "
+                                  "collector that holds it answers for it)"));
+  }
+  return trial;
+}
+
+absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::string& name,
+                                                                   bool unpublished) {
   absl::MutexLock lock(&mu_);
   auto it = trials_.find(name);
-  if (it != trials_.end() && !it->second->deleted()) return it->second;
+  if (it != trials_.end() && !it->second->deleted()) {
+    if (it->second->unpublished() == unpublished) return it->second;
+    return absl::FailedPreconditionError(
+        unpublished
+            ? absl::StrCat("trial '", name,
+                           "' already exists on this collector: an unpublished copy (tensorkeep "
+                           "rebalance) cannot be written into it")
+            : absl::StrCat("trial '", name,
+                           "' is an unpublished copy being moved here by tensorkeep rebalance: "
+                           "it takes no other writes; write to the collector that holds the "
+                           "trial (give this client the cluster's full list)"));
+  }
   // (A deleted trial still in the map is replaced: its name is free.)
   if (!options_.cluster.empty()) {
     const std::string owner = RendezvousOwner(options_.cluster, name);
@@ -204,6 +229,7 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::st
         name, "' cannot be created: delete trials no longer needed, or use another collector"));
   }
   auto trial = std::make_shared<Trial>(name, notifier_);
+  trial->SetUnpublished(unpublished);
   trials_[name] = trial;
   return trial;
 }
@@ -327,6 +353,33 @@ void Collector::EndTrial(const std::string& name, std::function<void(absl::Statu
     }
     if (was_running) spdlog::info("trial '{}' ended on request", name);
     done(was_running);
+  };
+  Submit(std::move(w));
+}
+
+void Collector::PublishTrial(const std::string& name,
+                             std::function<void(absl::StatusOr<v1::TrialSummary>)> done) {
+  auto trial = GetTrial(name);
+  if (!trial.ok()) {
+    done(trial.status());
+    return;
+  }
+  if (!(*trial)->unpublished()) {
+    done(SummaryOf(**trial));
+    return;
+  }
+  PendingWrite w;
+  w.trial = *trial;
+  w.update.publish = true;
+  std::shared_ptr<Trial> held = *trial;
+  w.done = [this, held, done = std::move(done)](const absl::Status& s) {
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    held->SetUnpublished(false);
+    spdlog::info("trial '{}' published", held->name());
+    done(SummaryOf(*held));
   };
   Submit(std::move(w));
 }

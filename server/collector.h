@@ -109,11 +109,19 @@ class Collector {
 
   // The trial, or TrialNotFound.
   absl::StatusOr<std::shared_ptr<Trial>> GetTrial(const std::string& name) const;
+  // The same for readers: an unpublished trial (a copy `tensorkeep
+  // rebalance` is writing) is TrialNotFound unless `unpublished`.
+  absl::StatusOr<std::shared_ptr<Trial>> GetPublishedTrial(const std::string& name,
+                                                           bool unpublished = false) const;
   // The trial, created in memory when new (a writer's Open). It becomes
   // durable with the first write that references it. ResourceExhausted when
   // new and the collector already holds max_trials; WrongCollector when new
   // and another collector of the cluster owns it (options().cluster).
-  absl::StatusOr<std::shared_ptr<Trial>> GetOrCreateTrial(const std::string& name);
+  // `unpublished` (Open.unpublished): a new trial is created unpublished; an
+  // existing one must be unpublished as well, and a writer without it cannot
+  // open an unpublished one (FailedPrecondition either way).
+  absl::StatusOr<std::shared_ptr<Trial>> GetOrCreateTrial(const std::string& name,
+                                                          bool unpublished = false);
   std::vector<std::shared_ptr<Trial>> Trials() const;
 
   // Claims (trial, worker) for one Push stream until ReleaseWriter, and
@@ -194,6 +202,11 @@ class Collector {
   // removed in the background (server/trial_reclaimer.h). Never blocks.
   void DeleteTrial(const std::string& trial, const std::string& who, bool wait_reclaimed,
                    std::function<void(absl::StatusOr<v1::DeleteTrialResponse>)> done);
+  // Publishes an unpublished trial (PublishTrial): calls `done` with its
+  // summary once that is durable, or with the error, as EndTrial does. A
+  // published trial is answered at once.
+  void PublishTrial(const std::string& trial,
+                    std::function<void(absl::StatusOr<v1::TrialSummary>)> done);
   // Deletes the ended trials older than retain_days (the reclaimer's sweep).
   void ExpireTrials();
   // Deleted trials whose space is not yet reclaimed (tests).

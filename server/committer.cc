@@ -269,6 +269,11 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
   if (trial_changed) {  // a new trial
     tm.set_num_workers(1);
     tm.set_created_unix(now);
+    tm.set_unpublished(write.trial->unpublished());
+  }
+  if (u.publish && tm.unpublished()) {
+    tm.set_unpublished(false);
+    trial_changed = true;
   }
   if (u.num_workers > tm.num_workers()) {
     tm.set_num_workers(u.num_workers);

@@ -84,6 +84,7 @@ absl::Status Collector::Recover() {
   TK_RETURN_IF_ERROR(bad);
   for (const auto& [name, meta] : trial_meta) {
     auto trial = std::make_shared<Trial>(name, notifier_);
+    trial->SetUnpublished(meta.unpublished());
     TrialUpdate u;
     u.num_workers = meta.num_workers();
     if (meta.complete_below() > 0)

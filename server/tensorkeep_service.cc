@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
+#include "base/unpublished.h"
 #include "server/grpc_status.h"
 #include "server/push_reactor.h"
 #include "server/stream_reactors.h"
@@ -86,10 +87,22 @@ absl::Status TensorKeepService::CheckTrial(grpc::CallbackServerContext* context,
   return access_ == nullptr ? absl::OkStatus() : access_->ForCall(*context).CheckTrial(trial);
 }
 
+namespace {
+
+// The call carries "tk-unpublished: 1": it sees unpublished trials
+// (proto/tensorkeep.proto, Open.unpublished).
+bool SeesUnpublished(const grpc::CallbackServerContext* context) {
+  const auto& md = context->client_metadata();
+  auto it = md.find(kUnpublishedMetadata);
+  return it != md.end() && it->second == "1";
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<Trial>> TensorKeepService::TrialFor(
     grpc::CallbackServerContext* context, const std::string& trial) const {
   TK_RETURN_IF_ERROR(CheckTrial(context, trial));
-  return collector_->GetTrial(trial);
+  return collector_->GetPublishedTrial(trial, SeesUnpublished(context));
 }
 
 grpc::ServerBidiReactor<v1::PushRequest, v1::PushResponse>* TensorKeepService::Push(
@@ -103,8 +116,9 @@ grpc::ServerUnaryReactor* TensorKeepService::ListTrials(grpc::CallbackServerCont
                                                         v1::ListTrialsResponse* response) {
   return Unary(context, [&]() -> absl::Status {
     const CallAccess access = Access(context);
+    const bool unpublished = SeesUnpublished(context);
     for (const auto& t : collector_->Trials()) {
-      if (!access.Sees(t->name())) continue;
+      if (!access.Sees(t->name()) || (t->unpublished() && !unpublished)) continue;
       *response->add_trials() = collector_->SummaryOf(*t);
     }
     return absl::OkStatus();
@@ -158,6 +172,25 @@ grpc::ServerUnaryReactor* TensorKeepService::DeleteTrial(grpc::CallbackServerCon
         if (deleted.ok()) *response = std::move(*deleted);
         reactor->Finish(ToGrpcStatus(deleted.status(), context));
       });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::PublishTrial(grpc::CallbackServerContext* context,
+                                                          const v1::TrialRef* request,
+                                                          v1::TrialSummary* response) {
+  // Finished from the committer's completion, as EndTrial.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const CallAccess access = Access(context);
+  if (absl::Status allowed = access.CheckTrial(request->trial()); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed, context));
+    return reactor;
+  }
+  spdlog::info("{} ({}) publishes trial '{}'", access.who(), context->peer(), request->trial());
+  collector_->PublishTrial(request->trial(),
+                           [context, reactor, response](absl::StatusOr<v1::TrialSummary> summary) {
+                             if (summary.ok()) *response = std::move(*summary);
+                             reactor->Finish(ToGrpcStatus(summary.status(), context));
+                           });
   return reactor;
 }
 
@@ -335,7 +368,7 @@ grpc::ServerUnaryReactor* TensorKeepService::GetReductions(grpc::CallbackServerC
                                                            v1::ReductionsResponse* response) {
   return Offload(context, collector_->executor(),
                  [this, context, request, response]() -> absl::Status {
-    TK_RETURN_IF_ERROR(CheckTrial(context, request->tensor().trial()));
+    TK_RETURN_IF_ERROR(TrialFor(context, request->tensor().trial()).status());
     for (const auto& spec : request->reductions()) {
       TK_RETURN_IF_ERROR(ValidateReductionName(spec.name()));
     }
@@ -358,7 +391,7 @@ grpc::ServerUnaryReactor* TensorKeepService::GetHistogram(grpc::CallbackServerCo
                                                           v1::HistogramResponse* response) {
   return Offload(context, collector_->executor(),
                  [this, context, request, response]() -> absl::Status {
-    TK_RETURN_IF_ERROR(CheckTrial(context, request->tensor().trial()));
+    TK_RETURN_IF_ERROR(TrialFor(context, request->tensor().trial()).status());
     TK_ASSIGN_OR_RETURN(*response, collector_->Histogram(*request));
     return absl::OkStatus();
   });

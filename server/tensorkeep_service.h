@@ -62,6 +62,9 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
   grpc::ServerUnaryReactor* DeleteTrial(grpc::CallbackServerContext* context,
                                         const v1::DeleteTrialRequest* request,
                                         v1::DeleteTrialResponse* response) override;
+  grpc::ServerUnaryReactor* PublishTrial(grpc::CallbackServerContext* context,
+                                         const v1::TrialRef* request,
+                                         v1::TrialSummary* response) override;
   grpc::ServerUnaryReactor* DeclareWorkerLost(grpc::CallbackServerContext* context,
                                               const v1::DeclareWorkerLostRequest* request,
                                               v1::WorkerStatus* response) override;

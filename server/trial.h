@@ -96,6 +96,8 @@ struct TrialUpdate {
   // The trial is deleted (Collector::DeleteTrial): by whom (a token's NAME,
   // or "retention") and when. Nothing else of the update applies.
   bool delete_trial = false;
+  // An unpublished trial (Collector::PublishTrial) is published.
+  bool publish = false;
   std::string deleted_by;
   double deleted_unix = 0;
 };
@@ -155,6 +157,10 @@ class Trial : public std::enable_shared_from_this<Trial> {
   // The global step saved as (mode, mode_step), if any (mode not GLOBAL).
   std::optional<uint64_t> FindGlobalStep(int mode, uint64_t mode_step) const;
   bool ended() const;
+  // An unpublished copy (Open.unpublished): hidden from readers
+  // (Collector::GetPublishedTrial) until published.
+  bool unpublished() const { return unpublished_.load(); }
+  void SetUnpublished(bool unpublished) { unpublished_.store(unpublished); }
   // When it ended (unix seconds): 0 while running, or when unknown (it ended
   // before the collector recorded end times).
   double ended_unix() const;
@@ -328,6 +334,7 @@ class Trial : public std::enable_shared_from_this<Trial> {
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
 
   const std::shared_ptr<Notifier> notifier_;
+  std::atomic<bool> unpublished_{false};
   std::atomic<uint64_t> version_{0};
   std::atomic<size_t> listener_count_{0};   // listeners_.size(), read without the lock
   std::atomic<bool> notify_queued_{false};  // in the Notifier's queue (its flag)

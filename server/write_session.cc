@@ -137,7 +137,7 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
                      "lost, or it was ended): a new run cannot write into it; give this run a new "
                      "trial name, or delete the old trial first"));
   }
-  TK_ASSIGN_OR_RETURN(auto trial, collector_->GetOrCreateTrial(open.trial()));
+  TK_ASSIGN_OR_RETURN(auto trial, collector_->GetOrCreateTrial(open.trial(), open.unpublished()));
   TK_ASSIGN_OR_RETURN(const uint64_t claim, collector_->ClaimWriter(open.trial(), open.worker(), open.resume()));
   trial_ = std::move(trial);
   worker_ = open.worker();

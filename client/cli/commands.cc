@@ -17,6 +17,7 @@
 #include "client/cli/args.h"
 #include "client/cli/bar_chart.h"
 #include "client/cli/cli_errors.h"
+#include "client/cli/rebalance.h"
 #include "client/cli/smdebug_export.h"
 #include "client/cli/smdebug_import.h"
 #include "client/cli/tensorboard_export.h"
@@ -67,6 +68,9 @@ commands:
                                            return when the steps are available
   watch TRIAL [--from N]                   print each newly complete step
   rules TRIAL [--watch]                    rule statuses
+  rebalance [--dry-run]                    move each ended trial that is not on the
+                                           collector owning it there (copy, verify,
+                                           delete; admin token); --dry-run lists them
   health                                   exit 0 if the collector is SERVING (grpc health;
                                            with a cluster, every collector)
   export-tensorboard TRIAL DIR [--follow] [--reductions mean,std,...]
@@ -714,6 +718,10 @@ int RunCli(const std::vector<std::string>& argv) {
         {}}},
       {"export-smdebug",
        {[](const Args& a, Context& c) { return ExportSmdebug(a, c.connection); }, {}, {}}},
+      {"rebalance",
+       {[](const Args& a, Context& c) { return Rebalance(a, *c.cluster, c.security); },
+        {},
+        {"dry-run"}}},
   };
   // Connection flags, before or after the command.
   std::string server;
@@ -775,7 +783,8 @@ int RunCli(const std::vector<std::string>& argv) {
   // collector that holds it; `put` and `import-smdebug` may create it.
   const bool creates = argv[i] == "put" || argv[i] == "import-smdebug";
   const size_t trial_arg = argv[i] == "import-smdebug" ? 1 : 0;
-  if (args->positional().size() > trial_arg && argv[i] != "trials" && argv[i] != "health") {
+  if (args->positional().size() > trial_arg && argv[i] != "trials" && argv[i] != "health" &&
+      argv[i] != "rebalance") {
     auto located = (*cluster)->Locate(args->positional()[trial_arg],
                                       creates ? Cluster::Purpose::kWrite : Cluster::Purpose::kRead);
     if (!located.ok()) return Fail(located.status());

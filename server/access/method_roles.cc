@@ -42,6 +42,7 @@ constexpr Entry kTable[] = {
     {"tensorkeep.v1.TensorKeep", "DeclareWorkerLost", Role::kWrite},
     // Deletion (and with it retention) is the admin's.
     {"tensorkeep.v1.TensorKeep", "DeleteTrial", Role::kAdmin},
+    {"tensorkeep.v1.TensorKeep", "PublishTrial", Role::kAdmin},
     // Probes (load balancers, Kubernetes) carry no token.
     {"grpc.health.v1.Health", "Check", Role::kNone},
     {"grpc.health.v1.Health", "Watch", Role::kNone},

@@ -206,7 +206,7 @@ void ApiV1::Register() {
         req.matches.size() > 1 ? std::string(req.matches[1]) : req.get_param_value("trial");
     TK_RETURN_IF_ERROR(ValidateTrialName(name));
     TK_RETURN_IF_ERROR(access.CheckTrial(name));
-    return c->GetTrial(name);
+    return c->GetPublishedTrial(name);
   };
   // Runs `fn` (returning a status) and answers its error.
   auto guarded = [](auto fn) {
@@ -222,7 +222,7 @@ void ApiV1::Register() {
                JsonWriter j;
                j.BeginObject().Key("trials").BeginArray();
                for (const auto& t : c->Trials()) {
-                 if (!access.Sees(t->name())) continue;
+                 if (!access.Sees(t->name()) || t->unpublished()) continue;
                  WriteTrial(j, c->SummaryOf(*t), t->RuleStatuses());
                }
                j.EndArray().EndObject();

@@ -67,7 +67,7 @@ std::string BinDir() {
 Role ExpectedRole(const std::string& method) {
   static const std::set<std::string> write = {"Push", "EndTrial", "ReportRuleStatus",
                                               "MarkWorkerLost", "DeclareWorkerLost"};
-  static const std::set<std::string> admin = {"DeleteTrial"};
+  static const std::set<std::string> admin = {"DeleteTrial", "PublishTrial"};
   if (admin.count(method)) return Role::kAdmin;
   if (write.count(method)) return Role::kWrite;
   return Role::kRead;
@@ -320,7 +320,7 @@ TEST_F(AccessTest, TrialPrefixesScopeEveryRpcThatNamesATrial) {
         CallGeneric(channel, path, request->SerializeAsString(), kTeamToken, m->server_streaming());
     EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
         << r.status.error_message();
-    // Refused for its role (DeleteTrial needs admin) or for its prefixes.
+    // Refused for its role (DeleteTrial and PublishTrial need admin) or for its prefixes.
     const std::string says = ExpectedRole(m->name()) > Role::kWrite ? "needs admin" : "team-a-";
     EXPECT_NE(r.status.error_message().find(says), std::string::npos)
         << r.status.error_message();
