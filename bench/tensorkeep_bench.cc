@@ -49,6 +49,7 @@
 #include "bench/baselines.h"
 #include "bench/report.h"
 #include "bench/hostile_regex.h"
+#include "bench/cluster.h"
 #include "bench/reclaim.h"
 #include "bench/soak.h"
 #include "bench/subprocess.h"
@@ -78,7 +79,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kAllBenchmarks[] =
     "ingest,small-steps,secure,steps,names,value,values,reduce,watch,memory,hostile-regex,reclaim,"
-    "python,hook,ui-series";
+    "cluster,python,hook,ui-series";
 // Benchmarks that run only when asked for by name (--benchmarks=soak).
 constexpr char kOptionalBenchmarks[] = "soak";
 
@@ -87,7 +88,8 @@ constexpr char kUsage[] =
     "                        [--python PATH] [--pythonpath DIR] [--server-binary PATH]\n"
     "\n"
     "  --benchmarks=LIST  comma-separated, from: ingest, small-steps, secure, steps, names,\n"
-    "                     value, values, reduce, watch, memory, hostile-regex, reclaim, python,\n"
+    "                     value, values, reduce, watch, memory, hostile-regex, reclaim,\n"
+    "                     cluster (issue 15: 1,000 writers over 4 collectors vs one), python,\n"
     "                     hook, ui-series (the HTTP API's curve and distributions vs Python)\n"
     "                     (default: all, in that order);\n"
     "                     soak (issue 11: 10 minutes; only when named)\n"
@@ -228,6 +230,7 @@ class Bench {
     if (name == "soak") return Soak();
     if (name == "hostile-regex") return HostileRegex();
     if (name == "reclaim") return Reclaim();
+    if (name == "cluster") return ClusterBench();
     return absl::InvalidArgumentError(absl::StrCat("unknown benchmark '", name, "'"));
   }
 
@@ -1191,6 +1194,27 @@ class Bench {
   }
 
   // ------------------------------------------------------------ soak
+
+  // ------------------------------------------------------------ cluster
+
+  absl::Status ClusterBench() {
+    if (!flags_.server.empty()) {
+      return absl::InvalidArgumentError("cluster runs its own collectors: drop --server");
+    }
+    ClusterBenchOptions o;
+    o.server_binary = flags_.server_binary;
+    o.data_dir = NewDir("cluster");
+    if (flags_.quick) {
+      o.writers = 100;
+      o.steps = 2;
+      o.value_bytes = 16 << 10;
+      o.channels_per_collector = 2;
+      o.timeout_seconds = 40;
+    }
+    TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunClusterBench(o));
+    for (Result& r : results) Add(std::move(r));
+    return absl::OkStatus();
+  }
 
   absl::Status Soak() {
     SoakOptions o;
