@@ -14,7 +14,9 @@ collector"): 3 collectors with trials, a fourth joins (all restarted with the
   worker, worker state, collection, saved reduction and rule status identical
   to what was read before the first run, gone from its old holder, found by
   every client (Python, CLI); live trials and trials already on their owner
-  untouched; a second run has nothing to move.
+  untouched; a second run has nothing to move;
+- the owner holding a different trial of the name: verification fails, exit
+  1, both trials stay as they were.
 """
 
 import json
@@ -223,3 +225,33 @@ def test_rebalance_moves_finished_trials_to_their_owner(cluster, monkeypatch):
     # Nothing left to move.
     again = _rebalance(s4)
     assert f"moved 0 of 0 trials; 1 live skipped" in again.stdout, again.stdout
+
+
+def test_rebalance_keeps_the_original_when_the_copy_differs(cluster, monkeypatch):
+    """The owner already holds a different trial of the name (written straight
+    to it): verification fails, the move stops, both trials stay as they were."""
+    two, three = cluster.addresses[:2], cluster.addresses[:3]
+    new = three[2]
+    monkeypatch.delenv("TENSORKEEP_SERVER", raising=False)
+    monkeypatch.delenv("TENSORKEEP_SERVERS", raising=False)
+    for a in two:
+        cluster.start(a, two)
+    t = next(f"rb-diff-{k}" for k in range(10_000) if _rendezvous.owner(three, f"rb-diff-{k}") == new)
+    _write(t, 7, ",".join(two), rich=False, end=True)
+    holder = _rendezvous.owner(two, t)
+    before = _snapshot(t, ",".join(two))
+    release_clients()
+    for a in list(cluster.procs):
+        cluster.stop(a)
+    for a in three:
+        cluster.start(a, three)
+    w = Writer(f"tensorkeep://{new}/{t}", "worker_0", 1)
+    w.write_tensor("w", np.zeros(8, np.float32), 0)
+    w.close(end_of_training=True, timeout=30)
+    p = _rebalance(",".join(three), check=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "holds a published copy already" in p.stdout and "does not read back as the original" in p.stderr, \
+        p.stdout + p.stderr
+    assert t in _listing(holder) and t in _listing(new)
+    assert _snapshot(t, holder) == (holder, before[1])  # the original, untouched
+    assert _snapshot(t, new)[1]["steps"] == [0]
