@@ -555,9 +555,10 @@ void Writer::ReadAcks(uint64_t gen,
         }
       }
       if (ack.stop_requested()) stop_reason_ = ack.stop_reason();
+      // Under the lock: a Flush that returns sees the state its ack brought.
+      committed_through_.store(ack.committed_through());
+      if (ack.stop_requested()) stop_requested_.store(true);
     }
-    committed_through_.store(ack.committed_through());
-    if (ack.stop_requested()) stop_requested_.store(true);
     cv_.notify_all();
   }
   grpc::Status status = stream->Finish();

@@ -24,11 +24,13 @@ Thread safety: every method may be called from any thread.
 """
 
 import logging
+import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from . import _address, _dtypes, _names, _wire
+from ._handover import AgentStream
 from ._push import MAX_BATCH_BYTES, PushStream
 from .exceptions import TensorkeepError
 from .modes import ModeKeys, to_mode
@@ -105,7 +107,14 @@ class Writer:
         self._checked: Dict[Tuple[Any, ...], Tuple[int, bytes, Tuple[bytes, ...]]] = {}
         self._heads: Dict[Tuple[Any, ...], bytes] = {}
         self._tails: Dict[Tuple[Any, ...], bytes] = {}
-        self._stream = PushStream(addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout)
+        # TENSORKEEP_PUSH=agent hands the tensors over to tensorkeep-agent
+        # (tensorkeep._handover), which pushes them off this process.
+        if os.environ.get("TENSORKEEP_PUSH", "") == "agent":
+            self._stream = AgentStream(addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout)
+            self._copy_late = True  # arrays are copied once, into shared memory
+        else:
+            self._stream = PushStream(addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout)
+            self._copy_late = False
 
     # ------------------------------------------------------------------
     # Public API
@@ -163,7 +172,7 @@ class Writer:
         else:
             code = _dtypes.NATIVE_CODES.get(value.dtype) if value.__class__ is np.ndarray else None
             if code is not None:
-                shape, data = value.shape, value.tobytes()
+                shape, data = value.shape, (value if self._copy_late else value.tobytes())
             else:
                 code, shape, data = _dtypes.to_wire(value, f"tensor {name!r}")
             has_value = True

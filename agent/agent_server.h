@@ -1,0 +1,76 @@
+// AgentServer: tensorkeep-agent's listening side — a Unix socket in a
+// directory only its user can enter, one Session (and thread) per connected
+// writer, the memory budget they share, and the exit once idle.
+//
+// One agent per socket path: the agent holds an exclusive lock on
+// PATH.lock for its lifetime, so a second one started for the same path
+// (two training processes starting it at once) finds it taken and leaves.
+//
+// Thread safety: Serve() runs on one thread; Stop() may be called from any
+// thread (or a signal handler's thread).
+#ifndef TENSORKEEP_AGENT_AGENT_SERVER_H_
+#define TENSORKEEP_AGENT_AGENT_SERVER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "agent/agent_budget.h"
+
+namespace tensorkeep {
+namespace agent {
+
+struct AgentOptions {
+  std::string socket_path;  // empty: DefaultSocketPath()
+  uint64_t memory_budget_bytes = uint64_t{2} << 30;
+  size_t max_clients = 256;
+  // Exit after this long without a client (0: never).
+  double idle_exit_seconds = 300;
+};
+
+// $TENSORKEEP_AGENT_SOCKET, else $XDG_RUNTIME_DIR/tensorkeep/agent.sock, else
+// /tmp/tensorkeep-UID/agent.sock (the Python client's _agent.socket_path()).
+std::string DefaultSocketPath();
+
+class AgentServer {
+ public:
+  enum class Bound { kListening, kAlreadyRunning };
+  explicit AgentServer(AgentOptions options);
+  ~AgentServer();
+
+  // Creates the directory (0700, refused when another user owns it or others
+  // may enter it), takes the lock and listens. kAlreadyRunning when another
+  // agent holds the lock for this path.
+  absl::StatusOr<Bound> Bind();
+  // Accepts clients until Stop() or the idle timeout; returns once every
+  // session ended.
+  void Serve();
+  void Stop() { stopping_.store(true); }
+  const std::string& socket_path() const { return options_.socket_path; }
+
+ private:
+  void Accept();
+  void Reap();
+
+  AgentOptions options_;
+  AgentBudget budget_;
+  int listen_fd_ = -1;
+  int lock_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::thread> sessions_;  // running
+  std::map<uint64_t, std::thread> finished_;  // to join
+};
+
+}  // namespace agent
+}  // namespace tensorkeep
+
+#endif  // TENSORKEEP_AGENT_AGENT_SERVER_H_

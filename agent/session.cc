@@ -1,0 +1,407 @@
+#include "agent/session.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "agent/handover.h"
+#include "base/errors.h"
+#include "proto/tensorkeep.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace tensorkeep {
+namespace agent {
+namespace {
+
+// How often an idle session refreshes the state in the client's header (stop
+// requests and committed steps arrive with the collector's acks).
+constexpr int kPublishIntervalMs = 20;
+// File descriptors one message may carry (more is a violation).
+constexpr size_t kMaxFds = 2;
+// A writer that never reaches the collector is given up after this long at
+// most, even when its client asked to retry forever.
+constexpr double kMaxConnectSeconds = 1e8;
+
+// Little-endian fields of a message, bounds-checked.
+class Fields {
+ public:
+  Fields(const std::vector<char>& bytes) : data_(bytes.data()), size_(bytes.size()) {}
+  template <typename T>
+  bool Read(T* out) {
+    if (size_ - pos_ < sizeof(T)) return false;
+    std::memcpy(out, data_ + pos_, sizeof(T));  // x86-64 and aarch64: little-endian
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool ReadString(std::string* out, size_t max_bytes) {
+    uint32_t n;
+    if (!Read(&n) || n > max_bytes || size_ - pos_ < n) return false;
+    out->assign(data_ + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  const char* rest() const { return data_ + pos_; }
+  size_t rest_size() const { return size_ - pos_; }
+
+ private:
+  const char* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+void CloseFds(std::vector<int>* fds) {
+  for (int fd : *fds) close(fd);
+  fds->clear();
+}
+
+absl::Status Violation(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("protocol violation: ", what));
+}
+
+}  // namespace
+
+Session::Session(int fd, uint64_t id, AgentBudget* budget) : fd_(fd), id_(id), budget_(budget) {}
+
+Session::~Session() { close(fd_); }
+
+std::string Session::Name() const {
+  if (!opened_) return absl::StrCat("client ", id_);
+  return absl::StrCat("writer ", options_.worker, " of trial ", options_.trial, " (client ", id_,
+                      ")");
+}
+
+void Session::Run() {
+  for (;;) {
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = poll(&p, 1, kPublishIntervalMs);
+    if (ready < 0 && errno != EINTR) {
+      spdlog::error("{}: poll: {}", Name(), std::strerror(errno));
+      break;
+    }
+    if (ready <= 0) {
+      PublishState();
+      continue;
+    }
+    Message message;
+    if (!Receive(&message)) break;
+    const absl::Status s = Handle(&message);
+    CloseFds(&message.fds);
+    PublishState();
+    if (!s.ok()) {
+      spdlog::error("{}: {}; disconnecting it (what it handed over before is still pushed)", Name(),
+                    std::string(s.message()));
+      break;
+    }
+    if (closed_) return;
+  }
+  Finish();
+}
+
+bool Session::Receive(Message* message) {
+  message->bytes.resize(kMaxMessageBytes + 1);
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  iovec iov{message->bytes.data(), message->bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    spdlog::error("{}: receive: {}", Name(), std::strerror(errno));
+    return false;
+  }
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        message->fds.push_back(fd);
+      }
+    }
+  }
+  if (n == 0 && message->fds.empty()) return false;  // the client is gone
+  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+    spdlog::error(
+        "{}: a message larger than {} bytes or with more than {} descriptors; "
+        "disconnecting it",
+        Name(), kMaxMessageBytes, kMaxFds);
+    CloseFds(&message->fds);
+    return false;
+  }
+  message->bytes.resize(static_cast<size_t>(n));
+  return true;
+}
+
+absl::Status Session::Handle(Message* message) {
+  Fields f(message->bytes);
+  uint32_t type;
+  if (!f.Read(&type)) return Violation("empty message");
+  if (type == kOpen) return HandleOpen(message);
+  if (!opened_) return Violation(absl::StrCat("message type ", type, " before Open"));
+  if (type == kWrite || type == kWriteFd) return HandleWrite(message, type == kWriteFd);
+  uint32_t arg;
+  uint64_t value;
+  if (!f.Read(&arg) || !f.Read(&value)) return Violation("short control message");
+  EnsureWriter();
+  switch (type) {
+    case kEndStep:
+      if (error_.ok()) {
+        const absl::Status s = writer_->EndStep(value);
+        if (!s.ok()) SetError(s);
+      }
+      return absl::OkStatus();
+    case kFlush: {
+      if (error_.ok()) {
+        const absl::Status s = writer_->Flush();
+        if (!s.ok()) SetError(s);
+      }
+      PublishState();
+      Reply(value, error_);
+      return absl::OkStatus();
+    }
+    case kClose: {
+      if (error_.ok()) {
+        const absl::Status s = writer_->Close(arg != 0);
+        if (!s.ok()) SetError(s);
+      }
+      closed_ = true;
+      PublishState();
+      writer_.reset();
+      reservation_.Release();  // before the reply: the client may open another writer
+      Reply(value, error_);
+      return absl::OkStatus();
+    }
+    case kSync:
+      Reply(value, error_);
+      return absl::OkStatus();
+    default:
+      return Violation(absl::StrCat("unknown message type ", type));
+  }
+}
+
+absl::Status Session::HandleOpen(Message* message) {
+  if (opened_) return Violation("a second Open");
+  Fields f(message->bytes);
+  uint32_t type, version, num_workers;
+  uint64_t ring_bytes, max_queue_bytes;
+  double retry_timeout;
+  std::string strings[7];
+  f.Read(&type);
+  if (!f.Read(&version)) return Violation("short Open");
+  if (version != kProtocolVersion) {
+    Reply(0, absl::FailedPreconditionError(absl::StrCat(
+                 "tensorkeep-agent speaks hand-over protocol ", kProtocolVersion, ", the client ",
+                 version,
+                 ": stop the old agent (its socket is the one the "
+                 "client connected to) or point TENSORKEEP_AGENT at a matching build")));
+    return Violation("protocol version mismatch");
+  }
+  bool ok = f.Read(&num_workers) && f.Read(&ring_bytes) && f.Read(&max_queue_bytes) &&
+            f.Read(&retry_timeout);
+  for (auto& s : strings) ok = ok && f.ReadString(&s, 16 << 10);
+  if (!ok) return Violation("malformed Open");
+  if (message->fds.size() != 1) return Violation("Open without exactly one shared memory fd");
+  absl::Status refused;
+  if (ring_bytes < kMinRingBytes || ring_bytes > kMaxRingBytes) {
+    refused = absl::InvalidArgumentError(absl::StrCat(
+        "ring of ", ring_bytes, " bytes: must be from ", kMinRingBytes, " to ", kMaxRingBytes));
+  } else if (max_queue_bytes == 0 || max_queue_bytes > (uint64_t{1} << 40) ||
+             !(retry_timeout >= 0)) {
+    refused = absl::InvalidArgumentError("max_queue_bytes or retry_timeout out of range");
+  }
+  if (refused.ok()) {
+    auto reservation =
+        budget_->Reserve(kRegionHeaderBytes + ring_bytes + max_queue_bytes, "a writer");
+    if (!reservation.ok()) {
+      refused = reservation.status();
+    } else {
+      reservation_ = std::move(*reservation);
+    }
+  }
+  if (refused.ok()) {
+    const int fd = message->fds[0];
+    message->fds.clear();
+    auto region = SharedRegion::Map(fd, kRegionHeaderBytes + ring_bytes);
+    if (!region.ok()) {
+      refused = region.status();
+    } else {
+      region_ = std::move(*region);
+    }
+  }
+  if (!refused.ok()) {
+    spdlog::warn("client {}: Open refused: {}", id_, std::string(refused.message()));
+    Reply(0, refused);
+    return Violation("Open refused");
+  }
+  ring_bytes_ = ring_bytes;
+  options_.server = strings[0];
+  options_.trial = strings[1];
+  options_.worker = strings[2];
+  options_.security.tls_ca = strings[3];
+  options_.security.tls_cert = strings[4];
+  options_.security.tls_key = strings[5];
+  options_.security.token = strings[6];
+  options_.num_workers = num_workers;
+  options_.max_buffered_bytes = max_queue_bytes;
+  // Below gRPC's default 4 MiB receive limit, as the Python writer's batches.
+  options_.chunk_bytes = (4u << 20) - (64u << 10);
+  options_.retry_timeout_seconds = retry_timeout;
+  connect_timeout_seconds_ = std::min(retry_timeout, kMaxConnectSeconds);
+  opened_ = true;
+  spdlog::info("{}: opened (collector {}, ring {} MiB)", Name(), options_.server, ring_bytes >> 20);
+  Reply(0, absl::OkStatus());
+  return absl::OkStatus();
+}
+
+void Session::EnsureWriter() {
+  if (writer_tried_) return;
+  writer_tried_ = true;
+  auto writer = client::Writer::Open(options_, connect_timeout_seconds_);
+  if (!writer.ok()) {
+    const absl::Status& s = writer.status();
+    SetError(s.code() == absl::StatusCode::kUnavailable
+                 ? absl::UnavailableError(absl::StrCat("gave up reconnecting after ",
+                                                       options_.retry_timeout_seconds,
+                                                       " s (retry_timeout): ", s.message()))
+                 : s);
+    return;
+  }
+  writer_ = std::move(*writer);
+}
+
+absl::Status Session::HandleWrite(Message* message, bool own_fd) {
+  Fields f(message->bytes);
+  uint32_t type, zero;
+  uint64_t pos, len;
+  f.Read(&type);
+  if (!f.Read(&zero) || !f.Read(&pos) || !f.Read(&len)) return Violation("short Write");
+  v1::TensorRecord record;
+  if (!record.ParseFromArray(f.rest(), static_cast<int>(f.rest_size()))) {
+    return Violation("a Write whose record does not parse");
+  }
+  std::unique_ptr<SharedRegion> value_region;
+  AgentBudget::Reservation value_reservation;
+  if (own_fd) {
+    if (message->fds.size() != 1) return Violation("WriteFd without exactly one fd");
+    const int fd = message->fds[0];
+    message->fds.clear();
+    auto region = SharedRegion::Map(fd, len);
+    if (!region.ok()) return region.status();
+    value_region = std::move(*region);
+    if (error_.ok()) {
+      auto reservation = budget_->Reserve(
+          len, absl::StrCat("tensor ", QuoteInput(record.name()), " of step ", record.step()));
+      if (!reservation.ok()) {
+        SetError(reservation.status());
+      } else {
+        value_reservation = std::move(*reservation);
+      }
+    }
+    if (record.has_value()) record.set_data(std::string(value_region->Bytes(0, len)));
+  } else {
+    if (!message->fds.empty()) return Violation("Write with a file descriptor");
+    if (len > 0) {
+      const uint64_t offset = ring_bytes_ == 0 ? 0 : pos % ring_bytes_;
+      if (pos < consumed_ || len > ring_bytes_ || offset + len > ring_bytes_) {
+        return Violation(absl::StrCat("value at ring position ", pos, " (", len,
+                                      " bytes) outside the ring of ", ring_bytes_,
+                                      " bytes taken through ", consumed_));
+      }
+      if (record.has_value())
+        record.set_data(std::string(region_->Bytes(kRegionHeaderBytes + offset, len)));
+      consumed_ = pos + len;
+      region_->StoreU64(kConsumedOffset, consumed_);
+    }
+  }
+  EnsureWriter();
+  if (!error_.ok()) return absl::OkStatus();
+  absl::Status s = writer_->Write(std::move(record));
+  if (s.ok() && own_fd) s = writer_->Flush();  // its memory is held only until durable
+  if (!s.ok()) SetError(s);
+  return absl::OkStatus();
+}
+
+void Session::SetError(const absl::Status& status) {
+  if (!error_.ok()) return;
+  error_ = status;
+  flags_ |= kFlagFailed;
+  if (region_ != nullptr) region_->StoreU32(kFlagsOffset, flags_);
+}
+
+void Session::PublishState() {
+  if (region_ == nullptr || writer_ == nullptr) return;
+  uint32_t flags = flags_;
+  if (writer_->StopRequested() && (flags_ & kFlagStopRequested) == 0) {
+    flags |= kFlagStopRequested;
+    const std::string reason = writer_->StopReason().substr(0, kMaxStopReasonBytes);
+    const uint32_t len = reason.size();
+    std::memcpy(region_->Mutable(kStopReasonOffset + 4), reason.data(), len);
+    region_->StoreU32(kStopReasonOffset, len);
+  }
+  const int64_t committed = writer_->CommittedThrough();
+  if (committed != committed_through_) {
+    committed_through_ = committed;
+    region_->StoreU64(kCommittedThroughOffset, static_cast<uint64_t>(committed));
+  }
+  if (flags != flags_) {
+    flags_ = flags;
+    region_->StoreU32(kFlagsOffset, flags_);
+  }
+}
+
+void Session::Reply(uint64_t request_id, const absl::Status& status) {
+  std::string out;
+  const auto put = [&out](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  const uint32_t type = kReply;
+  const uint32_t ok = status.ok() ? 1 : 0;
+  put(&type, 4);
+  put(&ok, 4);
+  put(&request_id, 8);
+  if (!status.ok()) {
+    const int32_t code = static_cast<int32_t>(status.code());
+    put(&code, 4);
+    const std::string reason(ReasonName(GetReason(status)));
+    // The message is cut to fit one message of the socket.
+    const std::string text(status.message().substr(0, 16 << 10));
+    const uint32_t reason_len = reason.size(), text_len = text.size();
+    put(&reason_len, 4);
+    out += reason;
+    put(&text_len, 4);
+    out += text;
+  }
+  if (send(fd_, out.data(), out.size(), MSG_NOSIGNAL) < 0) {
+    spdlog::debug("{}: reply not delivered: {}", Name(), std::strerror(errno));
+  }
+}
+
+void Session::Finish() {
+  if (!opened_ || closed_) return;
+  // The training process went away without closing: push what it handed
+  // over, then close without end-of-training (the worker is not finished).
+  spdlog::warn(
+      "{}: the training process disconnected without closing; pushing what it handed "
+      "over and closing the worker as not finished",
+      Name());
+  EnsureWriter();
+  if (error_.ok() && writer_ != nullptr) {
+    const absl::Status s = writer_->Close(false);
+    if (!s.ok()) {
+      spdlog::error("{}: closing after the training process went away: {}", Name(),
+                    std::string(s.message()));
+    }
+  }
+  writer_.reset();
+}
+
+}  // namespace agent
+}  // namespace tensorkeep

@@ -1,0 +1,370 @@
+"""AgentStream: one writer's tensors handed over to the node's tensorkeep-agent.
+
+The training process only copies each tensor once, into a shared memory ring
+(a sealed memfd the agent maps), and sends a small message on a Unix socket;
+the agent (agent/session.cc) pushes it to the collector with the C++ writer,
+which batches, reconnects and resends. No thread of this process works for
+the writer, and what was handed over is pushed even if this process is
+killed. The protocol is described in agent/handover.h; the constants below
+mirror it.
+
+Backpressure: when the ring has no room, the writer asks the agent to take
+what it was sent (Sync) and waits; the agent's writer in turn blocks while
+its own buffer is full. Errors: the agent marks the writer failed in the
+ring's header; the next call fetches the error (Sync) and raises it.
+
+Thread safety: every public method may be called from any thread.
+"""
+
+import atexit
+import fcntl
+import functools
+import logging
+import math
+import mmap
+import os
+import socket
+import struct
+import threading
+import time
+import weakref
+from typing import Any, Optional
+
+import grpc
+import numpy as np
+
+from . import _agent, _credentials, _errors, _names
+from .exceptions import TensorkeepError, WaitTimeout, WriterClosed
+
+logger = logging.getLogger("tensorkeep")
+
+PROTOCOL_VERSION = 1
+_OPEN, _WRITE, _WRITE_FD, _END_STEP, _FLUSH, _CLOSE, _SYNC = 1, 2, 3, 4, 5, 6, 7
+_REPLY = 100
+HEADER_BYTES = 4096
+_CONSUMED, _FLAGS, _COMMITTED, _STOP_REASON = 8, 16, 24, 64
+_FAILED, _STOP = 1, 2
+MIN_RING_BYTES = 64 << 10
+MAX_RING_BYTES = 64 << 20
+
+_U32 = struct.Struct("<I")
+_Q = struct.Struct("<Q")
+_q = struct.Struct("<q")
+_CONTROL = struct.Struct("<IIQ")
+_WRITE_HEAD = struct.Struct("<IIQQ")
+_OPEN_HEAD = struct.Struct("<IIIQQd")
+_REPLY_HEAD = struct.Struct("<IIQ")
+_EXIT_TIMEOUT = float(_names.RECONNECT_EXIT_CLOSE_SECONDS)
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class _AgentError(grpc.RpcError):
+    """A failure the agent reported, shaped as a gRPC error for _errors.translate."""
+
+    def __init__(self, code: int, reason: str, message: str):
+        self._code = _CODES.get(code, grpc.StatusCode.UNKNOWN)
+        self._reason = reason
+        self._message = message
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._message
+
+    def trailing_metadata(self):
+        return (("tk-reason", self._reason),) if self._reason else ()
+
+
+def _strings(*values: str) -> bytes:
+    out = []
+    for v in values:
+        b = (v or "").encode()
+        out.append(_U32.pack(len(b)))
+        out.append(b)
+    return b"".join(out)
+
+
+def _sealed_memfd(size: int) -> int:
+    fd = os.memfd_create("tensorkeep", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _close_at_exit(ref: "weakref.ReferenceType[AgentStream]") -> None:
+    """Closes a stream still open at interpreter exit, without ending the trial."""
+    stream = ref()
+    if stream is None or stream.closed:
+        return
+    logger.warning(
+        "tensorkeep writer %s was not closed: sending what it queued (the trial is not ended)", stream.worker
+    )
+    try:
+        stream.close(end_of_training=False, timeout=_EXIT_TIMEOUT)
+    except TensorkeepError as e:
+        logger.error("tensorkeep writer %s: closing at exit failed: %s", stream.worker, e)
+
+
+def ring_bytes_for(max_queue_bytes: int) -> int:
+    """The shared ring of a writer: half its memory bound (the agent's writer
+    buffers the other half), within [MIN_RING_BYTES, MAX_RING_BYTES], whole pages."""
+    ring = min(MAX_RING_BYTES, max(MIN_RING_BYTES, max_queue_bytes // 2))
+    return (ring + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+
+
+class AgentStream:
+    """The hand-over of one worker's tensors; the interface of the Writer's stream.
+
+    Args as tensorkeep._push.PushStream's. Raises AgentUnavailable when no
+    agent can be reached or started, and the agent's refusal (e.g. its memory
+    budget is used up) as the matching TensorkeepError.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        trial: str,
+        worker: str,
+        num_workers: int,
+        max_queue_bytes: int,
+        retry_timeout: Optional[float],
+    ):
+        self.target = target
+        self.trial = trial
+        self.worker = worker
+        self.max_queue_bytes = max_queue_bytes
+        self.retry_timeout = retry_timeout
+        self._ring = ring_bytes_for(max_queue_bytes)
+        self._lock = threading.Lock()  # the ring and the order of Write messages
+        self._reply_lock = threading.Lock()  # one request waits for its reply at a time
+        self._next_request = 1
+        self._head = 0  # ring position after the last value sent
+        self._closing = False
+        self._ended = False  # the connection is done (closed, or lost)
+        self._error: Optional[TensorkeepError] = None
+
+        size = HEADER_BYTES + self._ring
+        fd = _sealed_memfd(size)
+        try:
+            self._mm = mmap.mmap(fd, size)
+            security = _credentials.resolve()
+            retry = math.inf if retry_timeout is None else float(retry_timeout)
+            queue = max(1, max_queue_bytes - self._ring)
+            body = _OPEN_HEAD.pack(_OPEN, PROTOCOL_VERSION, num_workers, self._ring, queue, retry) + _strings(
+                target, trial, worker, security.tls_ca, security.tls_cert, security.tls_key, security.token
+            )
+            self._sock = self._open(body, fd)
+        finally:
+            os.close(fd)  # the agent holds its own
+        self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._atexit)
+
+    def _open(self, body: bytes, fd: int) -> socket.socket:
+        # An agent exiting for want of writers may take the connection with
+        # it: one more try starts a new one.
+        for attempt in range(2):
+            sock = _agent.connect()
+            try:
+                socket.send_fds(sock, [body], [fd])
+                reply = sock.recv(1 << 16)
+            except OSError:
+                reply = b""
+            if reply:
+                err = self._parse_reply(reply)[1]
+                if err is not None:
+                    sock.close()
+                    raise err
+                return sock
+            sock.close()
+        raise _agent.AgentUnavailable(f"tensorkeep-agent on {_agent.socket_path()} closed the connection")
+
+    # ------------------------------------------------------------------
+    # The header the agent writes
+    # ------------------------------------------------------------------
+
+    @property
+    def stop_requested(self) -> bool:
+        return bool(_U32.unpack_from(self._mm, _FLAGS)[0] & _STOP) if not self._ended else self._final[0]
+
+    @property
+    def stop_reason(self) -> str:
+        if not self.stop_requested:
+            return ""
+        if self._ended:
+            return self._final[1]
+        n = _U32.unpack_from(self._mm, _STOP_REASON)[0]
+        return bytes(self._mm[_STOP_REASON + 4 : _STOP_REASON + 4 + n]).decode(errors="replace")
+
+    @property
+    def committed_through(self) -> int:
+        return _q.unpack_from(self._mm, _COMMITTED)[0] if not self._ended else self._final[2]
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    # ------------------------------------------------------------------
+    # Caller side
+    # ------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closing:
+            raise WriterClosed(f"the writer {self.worker} of trial {self.trial} is closed")
+        if _U32.unpack_from(self._mm, _FLAGS)[0] & _FAILED:
+            self._request(_SYNC, 0, None)  # raises the agent's error
+
+    def add_record(self, head: bytes, steps: bytes, data: Any, tail: bytes, name: str = "", step: int = -1) -> None:
+        """Hands one record over: ``data`` (bytes, or a numpy array copied
+        straight into the ring) and its encoded fields (see _wire)."""
+        record = head + steps + tail
+        is_array = data.__class__ is np.ndarray
+        n = data.nbytes if is_array else len(data)
+        with self._lock:
+            self._check_usable()
+            if n > self._ring:
+                self._send_own_fd(record, data, n)
+                return
+            pos = self._head
+            off = pos % self._ring
+            if off + n > self._ring:  # values never wrap: start the next lap
+                pos += self._ring - off
+                off = 0
+            consumed = _Q.unpack_from(self._mm, _CONSUMED)[0]
+            if consumed < self._head and pos + n - consumed > self._ring:
+                self._request(_SYNC, 0, None)  # waits until the agent took everything sent
+            start = HEADER_BYTES + off
+            if n:
+                if is_array:
+                    if data.flags.c_contiguous:
+                        self._mm[start : start + n] = memoryview(data.reshape(-1).view(np.uint8))
+                    else:
+                        dst = np.frombuffer(self._mm, np.uint8, n, start).view(data.dtype).reshape(data.shape)
+                        np.copyto(dst, data, casting="no")
+                        del dst
+                else:
+                    self._mm[start : start + n] = data
+            self._send(_WRITE_HEAD.pack(_WRITE, 0, pos, n) + record)
+            self._head = pos + n
+
+    def _send_own_fd(self, record: bytes, data: Any, n: int) -> None:
+        """A value larger than the ring goes in a memfd of its own."""
+        fd = _sealed_memfd(n)
+        try:
+            with mmap.mmap(fd, n) as mm:
+                if data.__class__ is np.ndarray:
+                    dst = np.frombuffer(mm, np.uint8, n).view(data.dtype).reshape(data.shape)
+                    np.copyto(dst, data, casting="no")
+                    del dst
+                else:
+                    mm[:n] = data
+            self._send(_WRITE_HEAD.pack(_WRITE_FD, 0, 0, n) + record, fd)
+        finally:
+            os.close(fd)
+
+    def end_step(self, step: int) -> None:
+        with self._lock:
+            self._check_usable()
+            self._send(_CONTROL.pack(_END_STEP, 0, step))
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Returns once everything handed over so far is durable on the collector."""
+        self._check_usable()
+        self._request(_FLUSH, 0, timeout, "flush")
+
+    def close(self, end_of_training: bool, timeout: Optional[float] = None) -> None:
+        """Closes the writer (once acknowledged), then the connection; a second
+        call does nothing. Raises the writer's error if it failed."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        atexit.unregister(self._atexit)
+        try:
+            if self._error is not None:
+                raise self._error
+            self._request(_CLOSE, 1 if end_of_training else 0, timeout, "close")
+        finally:
+            self._shutdown()
+
+    # ------------------------------------------------------------------
+
+    def _send(self, message: bytes, fd: Optional[int] = None) -> None:
+        try:
+            if fd is None:
+                self._sock.send(message)
+            else:
+                socket.send_fds(self._sock, [message], [fd])
+        except OSError as e:
+            self._lost(e)
+
+    def _lost(self, e: BaseException) -> None:
+        if self._error is None:
+            self._error = _agent.AgentUnavailable(
+                f"the connection to tensorkeep-agent ({_agent.socket_path()}) broke: {e}; what "
+                "was handed over before is still pushed by the agent"
+            )
+        raise self._error
+
+    def _parse_reply(self, reply: bytes):
+        _, ok, rid = _REPLY_HEAD.unpack_from(reply, 0)
+        if ok:
+            return rid, None
+        code = struct.unpack_from("<i", reply, 16)[0]
+        n = _U32.unpack_from(reply, 20)[0]
+        reason = reply[24 : 24 + n].decode(errors="replace")
+        m = _U32.unpack_from(reply, 24 + n)[0]
+        message = reply[28 + n : 28 + n + m].decode(errors="replace")
+        err = _errors.translate(_AgentError(code, reason, message), trial=self.trial, worker=self.worker)
+        return rid, err
+
+    def _request(self, kind: int, arg: int, timeout: Optional[float], what: str = "") -> None:
+        """Sends a request and waits for its reply; raises the writer's error,
+        WaitTimeout after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._reply_lock:
+            rid = self._next_request
+            self._next_request += 1
+            self._send(_CONTROL.pack(kind, arg, rid))
+            while True:
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise WaitTimeout(f"{what or 'the agent'} did not complete within {timeout} s")
+                    self._sock.settimeout(left)
+                else:
+                    self._sock.settimeout(None)
+                try:
+                    reply = self._sock.recv(1 << 16)
+                except socket.timeout:
+                    continue
+                except OSError as e:
+                    self._lost(e)
+                if not reply:
+                    self._lost(ConnectionResetError("the agent closed the connection"))
+                got, err = self._parse_reply(reply)
+                if got != rid:
+                    continue  # the reply of a request that timed out
+                if err is not None:
+                    if self._error is None:
+                        self._error = err
+                    raise err
+                return
+
+    def _shutdown(self) -> None:
+        try:
+            self._final = (self.stop_requested, self.stop_reason, self.committed_through)
+        except ValueError:
+            self._final = (False, "", -1)
+        self._ended = True
+        self._sock.close()
+        try:
+            self._mm.close()
+        except BufferError:
+            pass

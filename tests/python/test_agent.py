@@ -1,0 +1,281 @@
+"""tensorkeep-agent and the Writer handing tensors over to it (TENSORKEEP_PUSH=agent):
+what was handed over survives a SIGKILL of the training process, the socket
+is private to its user, the memory budget refuses writers beyond it, a
+misbehaving client cannot bring it down, and concurrent starts end with one
+agent. The Writer's behaviour itself is the one of test_writer*.py, run with
+TENSORKEEP_PUSH=agent by python_agent_writer_* (tests/python/CMakeLists.txt)."""
+
+import os
+import pathlib
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tensorkeep import Writer, _agent, _handover
+from tensorkeep.exceptions import TensorkeepError
+from tensorkeep.trials import create_trial
+from tensorkeep.worker_status import WorkerState
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def agent_binary() -> str:
+    path = pathlib.Path(os.environ.get("TK_BIN_DIR", str(ROOT / "build" / "bin"))) / "tensorkeep-agent"
+    if not os.access(path, os.X_OK):
+        if "TK_BIN_DIR" in os.environ:
+            pytest.fail(f"tensorkeep-agent not built ({path})")
+        pytest.skip(f"tensorkeep-agent not built ({path})")
+    return str(path)
+
+
+class Agent:
+    """A tensorkeep-agent this test owns, on a socket of its own."""
+
+    def __init__(self, path: str, *args: str):
+        self.path = path
+        self.log_path = os.path.join(os.path.dirname(os.path.dirname(path)), "agent-test.log")
+        self.proc = subprocess.Popen(
+            [agent_binary(), "--socket", path, *args],
+            stdout=subprocess.PIPE,
+            stderr=open(self.log_path, "ab"),
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        line = self.proc.stdout.readline()
+        assert line.startswith("listening on "), f"agent: {line!r}; log: {self.log()}"
+
+    def log(self) -> str:
+        try:
+            return pathlib.Path(self.log_path).read_text()
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def agent_env(tmp_path, monkeypatch):
+    """Writers of this test hand over to an agent on a socket of the test's own."""
+    path = str(tmp_path / "agent" / "agent.sock")
+    monkeypatch.setenv("TENSORKEEP_PUSH", "agent")
+    monkeypatch.setenv(_agent.SOCKET_ENV, path)
+    monkeypatch.setenv(_agent.BINARY_ENV, agent_binary())
+    monkeypatch.setenv(_agent.IDLE_EXIT_ENV, "1")
+    return path
+
+
+@pytest.fixture
+def agent(agent_env):
+    a = Agent(agent_env, "--idle-exit-seconds", "0")
+    yield a
+    a.stop()
+
+
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+# A training process: writes steps 0..LAST, ends each, prints "ended" once
+# end_step(LAST) returned, then waits to be killed (it never flushes).
+TRAINING = r"""
+import sys, time
+import numpy as np
+from tensorkeep import Writer
+url, last = sys.argv[1], int(sys.argv[2])
+w = Writer(url, worker="worker_0", num_workers=1)
+for s in range(last + 1):
+    w.write_tensor("w", np.full(250_000, s, np.float32), step=s)
+    w.write_tensor("loss", np.float32(s), step=s)
+    w.end_step(s)
+print("ended", flush=True)
+time.sleep(600)
+"""
+
+
+def test_sigkill_right_after_end_step_returned_still_delivers_the_step(server, trial_url, agent):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    p = subprocess.Popen([sys.executable, "-c", TRAINING, trial_url, "4"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().startswith("ended")
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    trial = create_trial(trial_url)
+    trial.wait_for_steps([4], timeout=30)
+    assert trial.steps() == [0, 1, 2, 3, 4]
+    for s in range(5):
+        assert np.array_equal(trial.tensor("w").value(s), np.full(250_000, s, np.float32))
+    # The agent closed the worker as not finished: the trial is not ended.
+    wait_until(lambda: not trial.worker_states()["worker_0"].connected, what="the worker's stream to end")
+    assert trial.worker_states()["worker_0"].state != WorkerState.CLOSED
+    assert agent.alive()
+
+
+def test_first_use_starts_the_agent_in_a_private_directory_and_it_exits_when_idle(server, trial_url, agent_env):
+    with Writer(trial_url) as w:
+        w.write_tensor("x", np.arange(10, dtype=np.float32), step=0)
+        w.flush()
+        directory = os.stat(os.path.dirname(agent_env))
+        assert stat.S_IMODE(directory.st_mode) == 0o700 and directory.st_uid == os.getuid()
+        assert stat.S_IMODE(os.stat(agent_env).st_mode) == 0o600
+    assert np.array_equal(create_trial(trial_url).tensor("x").value(0), np.arange(10, dtype=np.float32))
+    # TENSORKEEP_AGENT_IDLE_EXIT_SECONDS=1: it leaves once no writer is left.
+    wait_until(lambda: not os.path.exists(agent_env), what="the idle agent to exit")
+
+
+def test_an_agent_refuses_to_use_a_directory_others_can_enter(tmp_path):
+    d = tmp_path / "open"
+    d.mkdir(mode=0o755)
+    os.chmod(d, 0o755)
+    out = subprocess.run([agent_binary(), "--socket", str(d / "agent.sock")], capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0 and "0700" in out.stderr
+
+
+def test_concurrent_starts_leave_one_agent(tmp_path):
+    path = str(tmp_path / "a" / "agent.sock")
+    procs = [
+        subprocess.Popen([agent_binary(), "--daemonize", "--idle-exit-seconds", "1", "--socket", path],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=30)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert sum(o.startswith("listening on") for o in outs) == 1, outs
+    assert sum(o.startswith("already running on") for o in outs) == 2, outs
+    wait_until(lambda: not os.path.exists(path), what="the idle agent to exit")
+
+
+def test_writers_beyond_the_memory_budget_are_refused(server, trial_url, agent_env):
+    a = Agent(agent_env, "--memory-budget-mb", "2", "--idle-exit-seconds", "0")
+    try:
+        first = Writer(trial_url, worker="worker_0", num_workers=2, max_queue_bytes=1 << 20)
+        with pytest.raises(TensorkeepError, match="memory budget"):
+            Writer(trial_url, worker="worker_1", num_workers=2, max_queue_bytes=1 << 20)
+        first.close()
+        again = Writer(trial_url, worker="worker_1", num_workers=2, max_queue_bytes=1 << 20)
+        again.write_tensor("x", np.zeros(4, np.float32), step=0)
+        again.close()
+        assert a.alive()
+    finally:
+        a.stop()
+
+
+def _raw(path: str) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    s.settimeout(10)
+    return s
+
+
+def _open_message(ring: int, target: str = "127.0.0.1:1") -> bytes:
+    return _handover._OPEN_HEAD.pack(_handover._OPEN, _handover.PROTOCOL_VERSION, 1, ring, 1 << 20, 0.1) + _handover._strings(
+        target, "t", "worker_0", "", "", "", ""
+    )
+
+
+def test_a_misbehaving_client_cannot_bring_the_agent_down(server, trial_url, agent, tmp_path):
+    ring = 1 << 16
+    # Garbage, a message before Open, a truncated Open.
+    for junk in (b"", b"\x07", struct.pack("<IIQ", 2, 0, 5) + b"\xff" * 40, struct.pack("<I", 1) + b"\x01"):
+        s = _raw(agent.path)
+        s.send(junk)
+        s.settimeout(10)
+        try:
+            s.recv(100)
+        except OSError:
+            pass
+        s.close()
+    # An Open whose memory is a regular file (it could be truncated under the
+    # agent's mapping): refused.
+    f = open(tmp_path / "plain", "w+b")
+    f.truncate(_handover.HEADER_BYTES + ring)
+    s = _raw(agent.path)
+    socket.send_fds(s, [_open_message(ring)], [f.fileno()])
+    reply = s.recv(1 << 16)
+    assert reply and _handover._REPLY_HEAD.unpack_from(reply)[1] == 0
+    s.close()
+    # An unsealed memfd: refused too.
+    fd = os.memfd_create("x")
+    os.ftruncate(fd, _handover.HEADER_BYTES + ring)
+    s = _raw(agent.path)
+    socket.send_fds(s, [_open_message(ring)], [fd])
+    assert _handover._REPLY_HEAD.unpack_from(s.recv(1 << 16))[1] == 0
+    s.close()
+    os.close(fd)
+    # A valid Open, then values outside the ring, an oversized message and a
+    # record that does not parse.
+    for bad in (
+        struct.pack("<IIQQ", _handover._WRITE, 0, ring - 8, 64),
+        struct.pack("<IIQQ", _handover._WRITE, 0, 0, 1 << 40),
+        struct.pack("<IIQQ", _handover._WRITE, 0, 0, 4) + b"\xff\xff\xff",
+        b"\x02" * (200 << 10),
+    ):
+        fd = _handover._sealed_memfd(_handover.HEADER_BYTES + ring)
+        s = _raw(agent.path)
+        socket.send_fds(s, [_open_message(ring, server.address)], [fd])
+        assert _handover._REPLY_HEAD.unpack_from(s.recv(1 << 16))[1] == 1
+        try:
+            s.send(bad)
+        except OSError:
+            pass  # too large for the socket
+        s.close()
+        os.close(fd)
+    # Gone in the middle of everything, many at once.
+    for _ in range(20):
+        s = _raw(agent.path)
+        s.close()
+    assert agent.alive()
+    with Writer(trial_url) as w:
+        w.write_tensor("x", np.arange(3, dtype=np.float32), step=0)
+    assert np.array_equal(create_trial(trial_url).tensor("x").value(0), np.arange(3, dtype=np.float32))
+    assert agent.alive()
+
+
+def test_values_larger_than_the_ring_and_many_threads(server, trial_url, agent):
+    big = np.random.default_rng(1).standard_normal(1 << 20).astype(np.float32)  # 4 MiB > ring of 256 KiB
+    strided = np.arange(200, dtype=np.float64).reshape(10, 20).T  # not contiguous
+    w = Writer(trial_url, max_queue_bytes=512 << 10)
+
+    barrier = threading.Barrier(3)
+
+    def write(i):
+        for s in range(20):
+            w.write_tensor(f"t{i}", np.full(20_000, s, np.float32), step=s)
+            barrier.wait(30)  # a step is written by all before the next begins
+
+    ts = [threading.Thread(target=write, args=(i,)) for i in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    w.write_tensor("big", big, step=20)
+    w.write_tensor("strided", strided, step=20)
+    w.close()
+    trial = create_trial(trial_url)
+    assert np.array_equal(trial.tensor("big").value(20), big)
+    assert np.array_equal(trial.tensor("strided").value(20), strided)
+    assert np.array_equal(trial.tensor("t2").value(19), np.full(20_000, 19, np.float32))
