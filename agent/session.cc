@@ -256,6 +256,8 @@ absl::Status Session::HandleOpen(Message* message) {
   // Below gRPC's default 4 MiB receive limit, as the Python writer's batches.
   options_.chunk_bytes = (4u << 20) - (64u << 10);
   options_.retry_timeout_seconds = retry_timeout;
+  // A step's tensors go as one message, as the Python writer's did (its _LINGER_S).
+  options_.linger_seconds = 0.1;
   connect_timeout_seconds_ = std::min(retry_timeout, kMaxConnectSeconds);
   opened_ = true;
   spdlog::info("{}: opened (collector {}, ring {} MiB)", Name(), options_.server, ring_bytes >> 20);

@@ -192,10 +192,17 @@ void Writer::Fail(const absl::Status& status) {
 absl::Status Writer::Enqueue(Item item) {
   std::unique_lock<std::mutex> lock(mu_);
   // A record larger than the whole buffer still goes through, alone.
-  cv_.wait(lock, [&] {
+  const auto has_room = [&] {
     return !error_.ok() || close_queued_ || buffered_bytes_ == 0 ||
            buffered_bytes_ + item.bytes <= options_.max_buffered_bytes;
-  });
+  };
+  if (!has_room()) {
+    if (!queue_.empty() && !send_all_) {
+      send_all_ = true;  // full: what lingers in the queue goes now
+      cv_.notify_all();
+    }
+    cv_.wait(lock, has_room);
+  }
   if (!error_.ok()) return error_;
   if (close_queued_) return absl::FailedPreconditionError("writer is closed");
   buffered_bytes_ += item.bytes;
@@ -205,6 +212,14 @@ absl::Status Writer::Enqueue(Item item) {
   // The stream thread waits only on an empty queue: wake it only then (a
   // wake-up per record was a futex call per record).
   const bool was_empty = queue_.empty();
+  const size_t queued_before = queued_record_bytes_;
+  const bool control = item.kind != Item::kRecord;
+  if (was_empty) queued_since_ = Clock::now();
+  if (control) {
+    ++queued_controls_;
+  } else {
+    queued_record_bytes_ += item.bytes;
+  }
   queue_.push_back(std::move(item));
   if (ticket != 0) {
     lock.unlock();
@@ -214,7 +229,12 @@ absl::Status Writer::Enqueue(Item item) {
         lock, [&] { return flushed_ticket_ >= ticket; }, Clock::time_point::max());
   }
   lock.unlock();
-  if (was_empty) cv_.notify_all();
+  // ... or when a lingering queue is to go now (a control item, a message's worth).
+  if (was_empty || (options_.linger_seconds > 0 &&
+                    (control || (queued_before < options_.message_bytes &&
+                                 queued_record_bytes_ >= options_.message_bytes)))) {
+    cv_.notify_all();
+  }
   return absl::OkStatus();
 }
 
@@ -398,7 +418,18 @@ std::shared_ptr<Writer::Message> Writer::NextMessage(uint64_t gen, uint64_t id) 
       cv_.wait(lock);
       continue;
     }
+    if (options_.linger_seconds > 0 && queued_controls_ == 0 && !send_all_ &&
+        queued_record_bytes_ < options_.message_bytes) {
+      const auto until =
+          queued_since_ + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(options_.linger_seconds));
+      if (Clock::now() < until) {
+        cv_.wait_until(lock, until);
+        continue;
+      }
+    }
     std::vector<Item> items = TakeBatchLocked();
+    if (queue_.empty()) send_all_ = false;
     lock.unlock();
     std::vector<std::shared_ptr<Message>> built = Build(std::move(items));
     lock.lock();
@@ -409,10 +440,20 @@ std::shared_ptr<Writer::Message> Writer::NextMessage(uint64_t gen, uint64_t id) 
   }
 }
 
+Writer::Item Writer::PopLocked() {
+  Item item = std::move(queue_.front());
+  queue_.pop_front();
+  if (item.kind == Item::kRecord) {
+    queued_record_bytes_ -= std::min(queued_record_bytes_, item.bytes);
+  } else {
+    --queued_controls_;
+  }
+  return item;
+}
+
 std::vector<Writer::Item> Writer::TakeBatchLocked() {
   std::vector<Item> items;
-  items.push_back(std::move(queue_.front()));
-  queue_.pop_front();
+  items.push_back(PopLocked());
   if (items[0].kind != Item::kRecord) return items;
   const auto fits_alone = [&](const Item& it) {
     return it.kind == Item::kRecord && it.record.data().size() <= options_.chunk_bytes;
@@ -423,8 +464,7 @@ std::vector<Writer::Item> Writer::TakeBatchLocked() {
   while (!large && !queue_.empty() && fits_alone(queue_.front()) &&
          size + queue_.front().bytes <= options_.message_bytes) {
     size += queue_.front().bytes;
-    items.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+    items.push_back(PopLocked());
   }
   // Whole queued steps are coalesced: after a step's records and its
   // EndStep, the next step's records join the message when that step's
@@ -441,7 +481,7 @@ std::vector<Writer::Item> Writer::TakeBatchLocked() {
     end.step = std::max(end.step, queue_.front().step);
     end.end_steps += queue_.front().end_steps;
     end.bytes += queue_.front().bytes;
-    queue_.pop_front();
+    PopLocked();
     size_t k = 0, extra = 0;
     bool fit = true;
     for (const Item& it : queue_) {
@@ -455,8 +495,7 @@ std::vector<Writer::Item> Writer::TakeBatchLocked() {
       continue;  // (a following EndStep is still taken; records are not)
     }
     for (size_t i = 0; i < k; ++i) {
-      items.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+      items.push_back(PopLocked());
     }
     size += extra;
   }
@@ -464,7 +503,7 @@ std::vector<Writer::Item> Writer::TakeBatchLocked() {
   return items;
 }
 
-std::vector<std::shared_ptr<Writer::Message>> Writer::Build(std::vector<Item> items) const {
+std::vector<std::shared_ptr<Writer::Message>> Writer::Build(std::vector<Item> items) {
   std::vector<std::shared_ptr<Message>> out;
   const auto message = [&](Item::Kind kind, size_t bytes) {
     auto m = std::make_shared<Message>();
@@ -479,6 +518,7 @@ std::vector<std::shared_ptr<Writer::Message>> Writer::Build(std::vector<Item> it
       message(Item::kEndStep, first.bytes)->request.mutable_end_step()->set_step(first.step);
       return out;
     case Item::kFlush: {
+      unflushed_bytes_ = 0;
       Message* m = message(Item::kFlush, 0);
       m->request.mutable_flush();
       m->ticket = first.ticket;
@@ -520,6 +560,13 @@ std::vector<std::shared_ptr<Writer::Message>> Writer::Build(std::vector<Item> it
   }
   if (end.has_value()) {
     message(Item::kEndStep, end->bytes)->request.mutable_end_step()->set_step(end->step);
+  }
+  if (options_.auto_flush_bytes > 0) {
+    for (const auto& m : out) unflushed_bytes_ += m->bytes;
+    if (unflushed_bytes_ >= std::min(options_.auto_flush_bytes, options_.max_buffered_bytes / 2)) {
+      unflushed_bytes_ = 0;
+      message(Item::kFlush, 0)->request.mutable_flush();  // ticket 0: no caller waits
+    }
   }
   return out;
 }

@@ -69,6 +69,14 @@ struct WriterOptions {
   // Writes an unpublished copy (Open.unpublished: `tensorkeep rebalance`),
   // hidden from readers until published.
   bool unpublished = false;
+  // Records not followed by an EndStep, Flush or Close, nor by a message's
+  // worth of bytes, wait this long after the first of them before they are
+  // sent, so that a step's tensors go as one message (0: at once).
+  double linger_seconds = 0;
+  // Ask the collector for an ack (a Flush) after this many bytes sent without
+  // one, at most half of max_buffered_bytes, so that acks and the memory they
+  // release keep flowing whatever the collector's ack policy (0: never).
+  size_t auto_flush_bytes = 16u << 20;
   // Reconnecting (defaults: proto/limits.proto, ReconnectPolicy). The writer
   // gives up after failing to reach the collector for this long (0: at the
   // first failure; infinity: never).
@@ -146,7 +154,9 @@ class Writer {
   std::shared_ptr<Message> NextMessage(uint64_t gen, uint64_t id);
   // Pops the next message's worth of queued items (requires mu_).
   std::vector<Item> TakeBatchLocked();
-  std::vector<std::shared_ptr<Message>> Build(std::vector<Item> items) const;
+  std::vector<std::shared_ptr<Message>> Build(std::vector<Item> items);
+  // Pops the queue's first item, keeping the counts below (requires mu_).
+  Item PopLocked();
   void ReadAcks(uint64_t gen, grpc::ClientReaderWriter<v1::PushRequest, v1::PushResponse>* stream,
                 grpc::ClientContext* context);
   // Fails the writer for good with `status` plus what was not saved.
@@ -161,7 +171,12 @@ class Writer {
   mutable std::mutex mu_;
   std::condition_variable cv_;  // signalled on every state change
   std::deque<Item> queue_;
-  size_t buffered_bytes_ = 0;                     // queued or unacknowledged
+  size_t queued_record_bytes_ = 0;                      // of the records in queue_
+  size_t queued_controls_ = 0;                          // items in queue_ that are not records
+  std::chrono::steady_clock::time_point queued_since_;  // queue_ last became non-empty
+  bool send_all_ = false;                               // a Write waits for room: no lingering
+  size_t unflushed_bytes_ = 0;  // stream thread only: bytes built since the last Flush
+  size_t buffered_bytes_ = 0;   // queued or unacknowledged
   std::deque<std::shared_ptr<Message>> pending_;  // built, not acknowledged
   uint64_t next_id_ = 1;
   uint64_t gen_ = 0;                        // the current stream
