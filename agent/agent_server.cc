@@ -52,9 +52,9 @@ void Refuse(int fd, const absl::Status& status) {
 std::string DefaultSocketPath() {
   if (const char* p = std::getenv("TENSORKEEP_AGENT_SOCKET"); p != nullptr && *p != '\0') return p;
   if (const char* d = std::getenv("XDG_RUNTIME_DIR"); d != nullptr && *d != '\0') {
-    return absl::StrCat(d, "/tensorkeep/agent.sock");
+    return absl::StrCat(d, "/tensorkeep/agent-v", kProtocolVersion, ".sock");
   }
-  return absl::StrCat("/tmp/tensorkeep-", getuid(), "/agent.sock");
+  return absl::StrCat("/tmp/tensorkeep-", getuid(), "/agent-v", kProtocolVersion, ".sock");
 }
 
 AgentServer::AgentServer(AgentOptions options)
@@ -168,7 +168,7 @@ void AgentServer::Accept() {
   const uint64_t id = next_id_++;
   sessions_.emplace(id, std::thread([this, fd, id] {
                       {
-                        Session session(fd, id, &budget_);
+                        Session session(fd, id, &budget_, options_.linger_seconds);
                         session.Run();
                       }
                       std::lock_guard<std::mutex> lock(mu_);

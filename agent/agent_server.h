@@ -32,10 +32,13 @@ struct AgentOptions {
   size_t max_clients = 256;
   // Exit after this long without a client (0: never).
   double idle_exit_seconds = 300;
+  // Records not followed by an EndStep, Flush or Close wait this long before
+  // they are sent, so that a training step's tensors go as one message.
+  double linger_seconds = 0.1;
 };
 
-// $TENSORKEEP_AGENT_SOCKET, else $XDG_RUNTIME_DIR/tensorkeep/agent.sock, else
-// /tmp/tensorkeep-UID/agent.sock (the Python client's _agent.socket_path()).
+// $TENSORKEEP_AGENT_SOCKET, else $XDG_RUNTIME_DIR/tensorkeep/agent-v1.sock, else
+// /tmp/tensorkeep-UID/agent-v1.sock (the Python client's _agent.socket_path()).
 std::string DefaultSocketPath();
 
 class AgentServer {

@@ -66,6 +66,7 @@ inline constexpr size_t kRegionHeaderBytes = 4096;
 inline constexpr size_t kConsumedOffset = 8;           // u64: ring bytes taken through
 inline constexpr size_t kFlagsOffset = 16;             // u32: kFlag*
 inline constexpr size_t kCommittedThroughOffset = 24;  // i64
+inline constexpr size_t kStreamsOpenedOffset = 32;     // u64: the writer's Push streams so far
 // u32 length + bytes: why the collector asks to stop (written before the flag).
 inline constexpr size_t kStopReasonOffset = 64;
 inline constexpr size_t kMaxStopReasonBytes = 2048;

@@ -4,7 +4,7 @@
 // on first use; see docs/architecture.md.
 //
 //   tensorkeep-agent [--socket PATH] [--memory-budget-mb N] [--max-clients N]
-//                    [--idle-exit-seconds S] [--daemonize]
+//                    [--idle-exit-seconds S] [--linger-ms MS] [--daemonize]
 //                    [--log-level trace|debug|info|warn|error]
 //
 // Prints "listening on PATH" (or "already running on PATH" when an agent
@@ -29,18 +29,21 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: tensorkeep-agent [--socket PATH] [--memory-budget-mb N] [--max-clients N]\n"
-    "                        [--idle-exit-seconds S] [--daemonize]\n"
+    "                        [--idle-exit-seconds S] [--linger-ms MS] [--daemonize]\n"
     "                        [--log-level trace|debug|info|warn|error]\n"
     "\n"
     "  --socket PATH         the Unix socket training processes hand tensors over on\n"
     "                        (default $TENSORKEEP_AGENT_SOCKET, else\n"
-    "                        $XDG_RUNTIME_DIR/tensorkeep/agent.sock, else\n"
-    "                        /tmp/tensorkeep-UID/agent.sock); its directory is made 0700\n"
+    "                        $XDG_RUNTIME_DIR/tensorkeep/agent-v1.sock, else\n"
+    "                        /tmp/tensorkeep-UID/agent-v1.sock); its directory is made 0700\n"
     "  --memory-budget-mb N  memory the writers may make the agent hold in all: each\n"
     "                        writer's shared ring and push buffer (default 2048); a writer\n"
     "                        that does not fit is refused\n"
     "  --max-clients N       writers served at once (default 256)\n"
     "  --idle-exit-seconds S exit after S seconds without a writer (default 300; 0: never)\n"
+    "  --linger-ms MS        records not followed by an end of step or a flush wait this\n"
+    "                        long before they are sent, so that a training step's tensors\n"
+    "                        go as one message (default 100)\n"
     "  --daemonize           run in the background; the first process exits once it listens\n";
 
 bool ParseNumber(const char* s, double* out) {
@@ -86,6 +89,11 @@ int main(int argc, char** argv) {
       const char* v = value();
       if (v == nullptr || !ParseNumber(v, &n)) return Fail("--idle-exit-seconds needs S >= 0");
       options.idle_exit_seconds = n;
+    } else if (arg == "--linger-ms") {
+      const char* v = value();
+      if (v == nullptr || !ParseNumber(v, &n) || n < 0 || n > 60000)
+        return Fail("--linger-ms needs MS in [0, 60000]");
+      options.linger_seconds = n / 1000;
     } else if (arg == "--log-level") {
       const char* v = value();
       if (v == nullptr) return Fail("--log-level needs a level");

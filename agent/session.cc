@@ -65,7 +65,8 @@ absl::Status Violation(absl::string_view what) {
 
 }  // namespace
 
-Session::Session(int fd, uint64_t id, AgentBudget* budget) : fd_(fd), id_(id), budget_(budget) {}
+Session::Session(int fd, uint64_t id, AgentBudget* budget, double linger_seconds)
+    : fd_(fd), id_(id), budget_(budget), linger_seconds_(linger_seconds) {}
 
 Session::~Session() { close(fd_); }
 
@@ -256,8 +257,8 @@ absl::Status Session::HandleOpen(Message* message) {
   // Below gRPC's default 4 MiB receive limit, as the Python writer's batches.
   options_.chunk_bytes = (4u << 20) - (64u << 10);
   options_.retry_timeout_seconds = retry_timeout;
-  // A step's tensors go as one message, as the Python writer's did (its _LINGER_S).
-  options_.linger_seconds = 0.1;
+  // A step's tensors go as one message (--linger-ms).
+  options_.linger_seconds = linger_seconds_;
   connect_timeout_seconds_ = std::min(retry_timeout, kMaxConnectSeconds);
   opened_ = true;
   spdlog::info("{}: opened (collector {}, ring {} MiB)", Name(), options_.server, ring_bytes >> 20);
@@ -354,6 +355,11 @@ void Session::PublishState() {
   if (committed != committed_through_) {
     committed_through_ = committed;
     region_->StoreU64(kCommittedThroughOffset, static_cast<uint64_t>(committed));
+  }
+  const uint64_t streams = writer_->StreamsOpened();
+  if (streams != streams_opened_) {
+    streams_opened_ = streams;
+    region_->StoreU64(kStreamsOpenedOffset, streams);
   }
   if (flags != flags_) {
     flags_ = flags;

@@ -32,7 +32,8 @@ namespace agent {
 class Session {
  public:
   // Takes ownership of the connected socket `fd`.
-  Session(int fd, uint64_t id, AgentBudget* budget);
+  // `linger_seconds`: the writer's WriterOptions::linger_seconds.
+  Session(int fd, uint64_t id, AgentBudget* budget, double linger_seconds);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -64,6 +65,7 @@ class Session {
   const int fd_;
   const uint64_t id_;
   AgentBudget* const budget_;
+  const double linger_seconds_;
   AgentBudget::Reservation reservation_;
 
   client::WriterOptions options_;
@@ -78,6 +80,7 @@ class Session {
   absl::Status error_;
   uint32_t flags_ = 0;
   int64_t committed_through_ = -1;
+  uint64_t streams_opened_ = 0;
 };
 
 }  // namespace agent

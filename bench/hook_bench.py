@@ -39,6 +39,7 @@ import uuid
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_agent_env  # noqa: E402,F401  (an agent of its own)
 from quiet import settle  # noqa: E402
 
 

@@ -312,6 +312,7 @@ void Writer::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (abandoned_ || !error_.ok()) return;
       gen_ = gen;
+      streams_opened_.store(gen);
       stream_ended_ = false;
       stream_acked_ = false;
       stream_status_ = absl::OkStatus();

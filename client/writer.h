@@ -115,6 +115,8 @@ class Writer {
   int64_t CommittedThrough() const { return committed_through_.load(); }
   // Streams after the first that reached a collector (got an ack).
   int Reconnects() const { return reconnects_.load(); }
+  // Push streams opened so far (the first, then one a reconnection attempt).
+  uint64_t StreamsOpened() const { return streams_opened_.load(); }
 
  private:
   struct Item {
@@ -195,6 +197,7 @@ class Writer {
   std::atomic<bool> stop_requested_{false};
   std::atomic<int64_t> committed_through_{-1};
   std::atomic<int> reconnects_{0};
+  std::atomic<uint64_t> streams_opened_{0};
   std::thread runner_;
 };
 

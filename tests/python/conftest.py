@@ -12,13 +12,22 @@
 - ``fake``: an in-process fake collector that implements only Push, with
   fault injection, for the Writer's protocol tests.
 - ``trial_url``: a fresh ``tensorkeep://HOST:PORT/TRIAL`` on ``server`` per test.
+
+Writers hand their tensors over to a tensorkeep-agent (tensorkeep._agent):
+each pytest process (and the processes its tests start, which inherit the
+environment) gets an agent of its own, started by its first Writer from
+``$TK_BIN_DIR`` on a socket in a temporary directory, gone 2 s after its
+last writer; so concurrent test runs (and other builds) never share one.
 """
 
+import atexit
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
+import tempfile
 import time
 import uuid
 import weakref
@@ -65,6 +74,24 @@ def release_clients() -> None:
     _LIVE.clear()
 
 DEFAULT_BIN_DIR = "/work/main/build/bin"
+
+
+def _own_agent() -> None:
+    """This test process's writers get an agent of their own (see above)."""
+    from tensorkeep import _agent
+
+    if os.environ.get(_agent.SOCKET_ENV):
+        return  # set by who runs the tests (or a parent test process)
+    directory = tempfile.mkdtemp(prefix="tk-agent-")
+    atexit.register(shutil.rmtree, directory, True)
+    os.environ[_agent.SOCKET_ENV] = os.path.join(directory, "agent.sock")
+    os.environ.setdefault(_agent.IDLE_EXIT_ENV, "2")
+    binary = os.path.join(os.environ.get("TK_BIN_DIR", DEFAULT_BIN_DIR), "tensorkeep-agent")
+    if os.access(binary, os.X_OK):
+        os.environ.setdefault(_agent.BINARY_ENV, binary)
+
+
+_own_agent()
 _LISTENING = re.compile(r"listening on (\S+):(\d+)\s*$")
 _HTTP_LISTENING = re.compile(r"http listening on (\S+:\d+)\s*$")
 _START_TIMEOUT = 30.0

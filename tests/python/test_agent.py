@@ -1,9 +1,9 @@
-"""tensorkeep-agent and the Writer handing tensors over to it (TENSORKEEP_PUSH=agent):
+"""tensorkeep-agent and the Writer handing tensors over to it:
 what was handed over survives a SIGKILL of the training process, the socket
 is private to its user, the memory budget refuses writers beyond it, a
 misbehaving client cannot bring it down, and concurrent starts end with one
-agent. The Writer's behaviour itself is the one of test_writer*.py, run with
-TENSORKEEP_PUSH=agent by python_agent_writer_* (tests/python/CMakeLists.txt)."""
+agent. The Writer's behaviour itself is tested by test_writer*.py (every
+Writer hands over to an agent)."""
 
 import os
 import pathlib
@@ -75,7 +75,6 @@ class Agent:
 def agent_env(tmp_path, monkeypatch):
     """Writers of this test hand over to an agent on a socket of the test's own."""
     path = str(tmp_path / "agent" / "agent.sock")
-    monkeypatch.setenv("TENSORKEEP_PUSH", "agent")
     monkeypatch.setenv(_agent.SOCKET_ENV, path)
     monkeypatch.setenv(_agent.BINARY_ENV, agent_binary())
     monkeypatch.setenv(_agent.IDLE_EXIT_ENV, "1")

@@ -33,13 +33,13 @@ def test_a_hung_collector_is_dropped_and_the_writer_resends(server, trial_url):
     w = Writer(trial_url, retry_timeout=120)
     _commit(w, 0, 9)
     w.flush()
-    gen = w._stream._gen  # the stream generation: a new one after each reconnection
+    gen = w._stream.streams_opened  # a new stream after each reconnection
     server.proc.send_signal(signal.SIGSTOP)
     stopped = time.monotonic()
     try:
         _commit(w, 10, 19)  # sent into the frozen collector's socket buffers
         deadline = stopped + DETECT_S + 20  # generous: a loaded machine
-        while w._stream._gen == gen:
+        while w._stream.streams_opened == gen:
             assert time.monotonic() < deadline, "the writer never dropped the hung connection"
             time.sleep(0.05)
         detected = time.monotonic() - stopped
@@ -66,9 +66,9 @@ def test_an_idle_connection_outlives_several_keepalive_pings(server, trial_url):
     w = Writer(trial_url)
     _commit(w, 0, 0)
     w.flush()
-    gen = w._stream._gen
+    gen = w._stream.streams_opened
     time.sleep(_names.KEEPALIVE_TIME_MS / 1000 * 3.5)
     _commit(w, 1, 1)
     w.flush(timeout=30)
-    assert w._stream._gen == gen
+    assert w._stream.streams_opened == gen
     w.close(end_of_training=True)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tensorkeep import Writer
-from tensorkeep._push import MAX_BATCH_BYTES
+from tensorkeep.writer import MAX_BATCH_BYTES
 from tensorkeep.exceptions import CollectorUnavailable
 from tensorkeep.trials import create_trial
 

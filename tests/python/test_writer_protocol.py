@@ -1,14 +1,20 @@
 """The Writer's side of the Push protocol, against an in-process fake collector
 (conftest.FakeCollector): batching, sequence numbers, chunking of large values,
-flush, backpressure, reconnection with resend, stop requests, failures."""
+flush, backpressure, reconnection with resend, stop requests, failures.
+Every Writer hands over to a tensorkeep-agent, whose C++ writer speaks the
+protocol; the tests that need the agent's linger or its process get an agent
+of their own (``own_agent``)."""
 
+import os
+import signal
+import subprocess
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from tensorkeep import Writer, _push, modes
+from tensorkeep import Writer, _agent, modes
 from tensorkeep.exceptions import BadRequest, WriterClosed
 from tensorkeep.writer import MAX_BATCH_BYTES
 
@@ -38,12 +44,41 @@ def test_batches_many_records_per_message(fake):
     assert f.closes == [True]
 
 
-def test_a_steps_tensors_wake_the_sender_once_and_go_in_one_message(fake, monkeypatch):
+@pytest.fixture
+def own_agent(tmp_path, monkeypatch):
+    """Starts a tensorkeep-agent of this test's own (extra arguments given to
+    the returned function); the test's writers hand over to it."""
+    procs = []
+
+    def start(*args: str) -> subprocess.Popen:
+        binary = os.environ.get(_agent.BINARY_ENV)
+        assert binary and os.access(binary, os.X_OK), f"tensorkeep-agent not found ({binary})"
+        path = str(tmp_path / "agent" / "agent.sock")
+        monkeypatch.setenv(_agent.SOCKET_ENV, path)
+        p = subprocess.Popen([binary, "--socket", path, "--idle-exit-seconds", "0", *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        procs.append(p)
+        line = p.stdout.readline()
+        assert line.startswith("listening on "), line
+        return p
+
+    yield start
+    for p in procs:
+        p.send_signal(signal.SIGCONT)
+        p.terminate()
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def test_a_steps_tensors_wake_the_sender_once_and_go_in_one_message(fake, own_agent):
     # A training step's tensors arrive over the step (weights at the forward,
-    # gradients during the backward); each wake-up of the sending side is a
-    # context switch that preempts the training thread, so they wait for the
-    # end of the step (or a message's worth of bytes, or the linger).
-    monkeypatch.setattr(_push, "_LINGER_S", 30.0)
+    # gradients during the backward); each message sent is a wake-up of the
+    # collector's side, so they wait for the end of the step (or a message's
+    # worth of bytes, or the linger).
+    own_agent("--linger-ms", "30000")
     w = Writer(fake.url("t"))
     vals = {f"t{i}": np.full(25_000, i, np.float32) for i in range(9)}  # 900 kB
     for step in range(3):
@@ -59,8 +94,8 @@ def test_a_steps_tensors_wake_the_sender_once_and_go_in_one_message(fake, monkey
     w.close()
 
 
-def test_records_without_an_end_step_are_sent_after_the_linger(fake, monkeypatch):
-    monkeypatch.setattr(_push, "_LINGER_S", 0.3)
+def test_records_without_an_end_step_are_sent_after_the_linger(fake, own_agent):
+    own_agent("--linger-ms", "300")
     w = Writer(fake.url("t"))
     t0 = time.monotonic()
     w.write_tensor("x", np.arange(4, dtype=np.float32), step=0)
@@ -72,8 +107,8 @@ def test_records_without_an_end_step_are_sent_after_the_linger(fake, monkeypatch
     w.close()
 
 
-def test_a_message_worth_of_bytes_is_sent_without_waiting_for_the_step(fake, monkeypatch):
-    monkeypatch.setattr(_push, "_LINGER_S", 30.0)
+def test_a_message_worth_of_bytes_is_sent_without_waiting_for_the_step(fake, own_agent):
+    own_agent("--linger-ms", "30000")
     w = Writer(fake.url("t"), max_queue_bytes=64 << 20)
     big = np.ones(MAX_BATCH_BYTES // 4 // 2, np.float32)  # half a message each
     for i in range(3):
@@ -149,10 +184,10 @@ def test_memory_is_bounded_when_the_collector_holds_acks(fake):
     t = threading.Thread(target=write)
     t.start()
     assert not done.wait(1.0), "write_tensor should block while nothing is acknowledged"
-    st = w._stream
-    with st._lock:
-        assert st._queued_bytes + st._pending_bytes <= limit
-    assert len(written) < 20
+    # What was handed over (the shared ring plus the agent's push buffer) is
+    # bounded by max_queue_bytes: at most its worth of 40 KB records, plus the
+    # one being written.
+    assert len(written) * 40_000 <= limit + 40_000, f"{len(written)} records written with nothing acknowledged"
     hold.set()
     assert done.wait(30)
     t.join()
@@ -291,31 +326,28 @@ def test_a_writer_left_open_sends_its_data_at_exit(fake, tmp_path):
     assert fake.servicer.closes == [False]
 
 
-def test_whole_queued_steps_are_coalesced_into_one_message_and_one_end_step(fake, monkeypatch):
+def test_whole_queued_steps_are_coalesced_into_one_message_and_one_end_step(fake, own_agent):
     # A writer that fell behind must not send two messages a step: complete
     # queued steps go as one RecordBatch and one EndStep, with the same outcome
-    # (every step committed, every record). The sending side is made busy by
-    # a slow build of one message while 50 steps queue.
-    slow = threading.Event()
-    real = _push._wire.records_message
-
-    def records_message(*args, **kwargs):
-        if slow.is_set():
-            slow.clear()
-            time.sleep(0.5)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_push._wire, "records_message", records_message)
+    # (every step committed, every record). The agent is stopped (SIGSTOP)
+    # while 50 steps are handed over, so they queue; a timer resumes it after
+    # 1 s in any case (a full socket buffer would block the writes).
+    agent = own_agent()
     w = Writer(fake.url("t"))
     w.write_tensor("warmup", np.zeros(1, np.float32), step=0)
     w.end_step(0)
     w.flush()
     before_msgs, before_ends = len(fake.servicer.record_messages), len(fake.servicer.end_steps)
-    slow.set()
-    for step in range(1, 51):
-        for i in range(3):
-            w.write_tensor(f"t{i}", np.full(100, step, np.float32), step=step)
-        w.end_step(step)
+    agent.send_signal(signal.SIGSTOP)
+    resume = threading.Timer(1.0, agent.send_signal, (signal.SIGCONT,))
+    resume.start()
+    try:
+        for step in range(1, 51):
+            for i in range(3):
+                w.write_tensor(f"t{i}", np.full(100, step, np.float32), step=step)
+            w.end_step(step)
+    finally:
+        resume.join()
     w.flush()
     record_msgs = fake.servicer.record_messages[before_msgs:]
     ends = fake.servicer.end_steps[before_ends:]
@@ -325,7 +357,6 @@ def test_whole_queued_steps_are_coalesced_into_one_message_and_one_end_step(fake
     for step in range(1, 51):
         assert np.array_equal(arrays_of(fake, "t2")[step], np.full(100, step, np.float32))
     # A step still being written is never sent early.
-    slow.set()
     w.write_tensor("t0", np.zeros(1, np.float32), step=51)
     w.end_step(51)
     w.write_tensor("t0", np.zeros(1, np.float32), step=52)  # step 52 is not ended

@@ -1,14 +1,15 @@
 """Finding, and starting, the node's tensorkeep-agent.
 
 The agent listens on a Unix socket in a directory only this user can enter:
-``$TENSORKEEP_AGENT_SOCKET``, else ``$XDG_RUNTIME_DIR/tensorkeep/agent.sock``,
-else ``/tmp/tensorkeep-UID/agent.sock`` (the agent's DefaultSocketPath). A
+``$TENSORKEEP_AGENT_SOCKET``, else ``$XDG_RUNTIME_DIR/tensorkeep/agent-v1.sock``,
+else ``/tmp/tensorkeep-UID/agent-v1.sock`` (the agent's DefaultSocketPath). A
 writer connects to it; when no agent listens, it starts one
 (``tensorkeep-agent --daemonize``, which returns once the agent listens; two
 processes starting it at once end up with the same agent) and connects again.
 
-The binary: ``$TENSORKEEP_AGENT``, else ``tensorkeep-agent`` next to the
-``tensorkeep-server`` on PATH, else ``tensorkeep-agent`` on PATH.
+The binary: ``$TENSORKEEP_AGENT``, else the build tree's (``bin/`` beside the
+``python/`` this package was copied into), else ``tensorkeep-agent`` next to
+the ``tensorkeep-server`` on PATH, else ``tensorkeep-agent`` on PATH.
 """
 
 import os
@@ -19,9 +20,13 @@ from typing import Optional
 
 from .exceptions import TensorkeepError
 
+# The hand-over protocol (agent/handover.h kProtocolVersion). It names the
+# default socket, so that a client never meets an agent that speaks another.
+PROTOCOL_VERSION = 1
 SOCKET_ENV = "TENSORKEEP_AGENT_SOCKET"
 BINARY_ENV = "TENSORKEEP_AGENT"
 IDLE_EXIT_ENV = "TENSORKEEP_AGENT_IDLE_EXIT_SECONDS"
+LINGER_ENV = "TENSORKEEP_AGENT_LINGER_MS"
 _START_TIMEOUT = 30.0
 
 
@@ -36,8 +41,8 @@ def socket_path() -> str:
         return path
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime:
-        return os.path.join(runtime, "tensorkeep", "agent.sock")
-    return f"/tmp/tensorkeep-{os.getuid()}/agent.sock"
+        return os.path.join(runtime, "tensorkeep", f"agent-v{PROTOCOL_VERSION}.sock")
+    return f"/tmp/tensorkeep-{os.getuid()}/agent-v{PROTOCOL_VERSION}.sock"
 
 
 def binary() -> Optional[str]:
@@ -45,6 +50,11 @@ def binary() -> Optional[str]:
     path = os.environ.get(BINARY_ENV)
     if path:
         return path if os.access(path, os.X_OK) else None
+    # A build tree: the package is copied to build/python, binaries are in build/bin.
+    package = os.path.dirname(os.path.abspath(__file__))
+    built = os.path.join(os.path.dirname(os.path.dirname(package)), "bin", "tensorkeep-agent")
+    if os.access(built, os.X_OK):
+        return built
     server = shutil.which("tensorkeep-server")
     if server:
         beside = os.path.join(os.path.dirname(os.path.realpath(server)), "tensorkeep-agent")
@@ -83,6 +93,9 @@ def start(path: str) -> None:
     idle = os.environ.get(IDLE_EXIT_ENV)
     if idle:
         args += ["--idle-exit-seconds", idle]
+    linger = os.environ.get(LINGER_ENV)
+    if linger:
+        args += ["--linger-ms", linger]
     with open(log_path, "ab") as log:
         try:
             out = subprocess.run(

@@ -38,11 +38,11 @@ from .exceptions import TensorkeepError, WaitTimeout, WriterClosed
 
 logger = logging.getLogger("tensorkeep")
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = _agent.PROTOCOL_VERSION
 _OPEN, _WRITE, _WRITE_FD, _END_STEP, _FLUSH, _CLOSE, _SYNC = 1, 2, 3, 4, 5, 6, 7
 _REPLY = 100
 HEADER_BYTES = 4096
-_CONSUMED, _FLAGS, _COMMITTED, _STOP_REASON = 8, 16, 24, 64
+_CONSUMED, _FLAGS, _COMMITTED, _STREAMS, _STOP_REASON = 8, 16, 24, 32, 64
 _FAILED, _STOP = 1, 2
 MIN_RING_BYTES = 64 << 10
 MAX_RING_BYTES = 64 << 20
@@ -56,6 +56,10 @@ _OPEN_HEAD = struct.Struct("<IIIQQd")
 _REPLY_HEAD = struct.Struct("<IIQ")
 _EXIT_TIMEOUT = float(_names.RECONNECT_EXIT_CLOSE_SECONDS)
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+# The agent's writer sends values larger than this in chunks, each message
+# below gRPC's default 4 MiB receive limit (agent/session.cc, chunk_bytes).
+MAX_BATCH_BYTES = (4 << 20) - (64 << 10)
+assert MAX_BATCH_BYTES < _names.MAX_PUSH_MESSAGE_BYTES
 
 
 class _AgentError(grpc.RpcError):
@@ -120,7 +124,7 @@ def ring_bytes_for(max_queue_bytes: int) -> int:
 class AgentStream:
     """The hand-over of one worker's tensors; the interface of the Writer's stream.
 
-    Args as tensorkeep._push.PushStream's. Raises AgentUnavailable when no
+    Args as the Writer's. Raises AgentUnavailable when no
     agent can be reached or started, and the agent's refusal (e.g. its memory
     budget is used up) as the matching TensorkeepError.
     """
@@ -203,6 +207,11 @@ class AgentStream:
     @property
     def committed_through(self) -> int:
         return _q.unpack_from(self._mm, _COMMITTED)[0] if not self._ended else self._final[2]
+
+    @property
+    def streams_opened(self) -> int:
+        """Push streams the agent's writer opened so far (1 + reconnection attempts)."""
+        return _Q.unpack_from(self._mm, _STREAMS)[0] if not self._ended else self._final[3]
 
     @property
     def closed(self) -> bool:
@@ -359,9 +368,9 @@ class AgentStream:
 
     def _shutdown(self) -> None:
         try:
-            self._final = (self.stop_requested, self.stop_reason, self.committed_through)
+            self._final = (self.stop_requested, self.stop_reason, self.committed_through, self.streams_opened)
         except ValueError:
-            self._final = (False, "", -1)
+            self._final = (False, "", -1, 0)
         self._ended = True
         self._sock.close()
         try:

@@ -8,12 +8,15 @@
     w.flush()
     w.close(end_of_training=True)
 
-Writes are asynchronous and batched: ``write_tensor`` validates its arguments,
-converts the value to bytes and enqueues it; a background stream
-(tensorkeep._push.PushStream) packs many records into each PushRequest and
-sends them. The queue is bounded by bytes
-(records enqueued plus records sent but not yet acknowledged): a full queue
-blocks ``write_tensor`` until the collector acknowledges earlier records.
+Writes are asynchronous: ``write_tensor`` validates its arguments and copies
+the value once, into memory shared with the node's ``tensorkeep-agent``
+(started on first use; tensorkeep._agent, tensorkeep._handover), which pushes
+it to the collector with the C++ writer (client/writer.cc: batching, flow
+control, acks, reconnect and resend), off this process's threads and GIL.
+What was handed over is pushed even if this process is killed. Memory is
+bounded by ``max_queue_bytes`` (the shared ring plus the agent's push buffer):
+a full one blocks ``write_tensor`` until the collector acknowledges earlier
+records.
 
 A lost connection is retried with backoff: a new stream is opened and every
 message the collector has not acknowledged is sent again, in order. The
@@ -24,14 +27,12 @@ Thread safety: every method may be called from any thread.
 """
 
 import logging
-import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from . import _address, _dtypes, _names, _wire
-from ._handover import AgentStream
-from ._push import MAX_BATCH_BYTES, PushStream
+from ._handover import MAX_BATCH_BYTES, AgentStream
 from .exceptions import TensorkeepError
 from .modes import ModeKeys, to_mode
 
@@ -107,14 +108,7 @@ class Writer:
         self._checked: Dict[Tuple[Any, ...], Tuple[int, bytes, Tuple[bytes, ...]]] = {}
         self._heads: Dict[Tuple[Any, ...], bytes] = {}
         self._tails: Dict[Tuple[Any, ...], bytes] = {}
-        # TENSORKEEP_PUSH=agent hands the tensors over to tensorkeep-agent
-        # (tensorkeep._handover), which pushes them off this process.
-        if os.environ.get("TENSORKEEP_PUSH", "") == "agent":
-            self._stream = AgentStream(addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout)
-            self._copy_late = True  # arrays are copied once, into shared memory
-        else:
-            self._stream = PushStream(addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout)
-            self._copy_late = False
+        self._stream = AgentStream(addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout)
 
     # ------------------------------------------------------------------
     # Public API
@@ -172,7 +166,7 @@ class Writer:
         else:
             code = _dtypes.NATIVE_CODES.get(value.dtype) if value.__class__ is np.ndarray else None
             if code is not None:
-                shape, data = value.shape, (value if self._copy_late else value.tobytes())
+                shape, data = value.shape, value  # copied once, into the shared ring
             else:
                 code, shape, data = _dtypes.to_wire(value, f"tensor {name!r}")
             has_value = True
