@@ -4,9 +4,11 @@
 // read), TLS, and the secure-by-default refusal of the HTTP address.
 #include <signal.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/tokens.h"
@@ -89,12 +91,21 @@ TEST_F(HttpMetricsTest, SecondLineAndMetricsMatchWhatWasPushed) {
 
   httplib::Client http(host, port);
   http.set_read_timeout(10, 0);
-  auto res = http.Get("/metrics");
-  ASSERT_TRUE(res) << httplib::to_string(res.error());
-  EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
-  const ParsedMetrics m = ParsePrometheusText(res->body);
-  ASSERT_EQ(m.error, "") << res->body;
+  // The writer's Close returns at the close's ack; the collector counts the
+  // stream until the call is done, a moment later: read again, bounded.
+  ParsedMetrics m;
+  std::string body;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto res = http.Get("/metrics");
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+    body = res->body;
+    m = ParsePrometheusText(body);
+    ASSERT_EQ(m.error, "") << res->body;
+    if (m.at("tensorkeep_open_push_streams") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 
   EXPECT_EQ(m.type.at("tensorkeep_ingested_records_total"), "counter");
   EXPECT_EQ(m.at("tensorkeep_ingested_records_total"), kSteps * kTensors);
@@ -132,7 +143,7 @@ TEST_F(HttpMetricsTest, SecondLineAndMetricsMatchWhatWasPushed) {
   EXPECT_LT(m.at("tensorkeep_commit_latency_seconds_sum"), count * 10);
   // Bucket order as written: each le's count is at least the previous one's.
   {
-    std::istringstream lines(res->body);
+    std::istringstream lines(body);
     std::string line;
     double last = -1;
     while (std::getline(lines, line)) {
