@@ -30,6 +30,10 @@
 //   kSync      u32 0, u64 request id          -> reply once every message
 //              before it was taken (its bytes consumed); carries the
 //              writer's error if it failed
+//   kBatch     u32 count, then count x (u32 length + a kWrite or kEndStep
+//              message): what one training step handed over, in one message
+//              (one wake-up of the agent, one system call of the client);
+//              handled as those messages one after another.
 // Agent -> client:
 //   kReply     u32 ok (1) or failed (0), u64 request id (0 for Open); when
 //              failed: i32 absl status code, then 2 strings: reason
@@ -47,7 +51,7 @@
 namespace tensorkeep {
 namespace agent {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 enum MessageType : uint32_t {
   kOpen = 1,
@@ -57,6 +61,7 @@ enum MessageType : uint32_t {
   kFlush = 5,
   kClose = 6,
   kSync = 7,
+  kBatch = 8,
   kReply = 100,
 };
 

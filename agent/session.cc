@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/handover.h"
 #include "base/errors.h"
+#include "base/status_macros.h"
 #include "proto/tensorkeep.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -46,6 +47,7 @@ class Fields {
     return true;
   }
   const char* rest() const { return data_ + pos_; }
+  void Skip(size_t n) { pos_ += n; }  // n <= rest_size()
   size_t rest_size() const { return size_ - pos_; }
 
  private:
@@ -150,6 +152,7 @@ absl::Status Session::Handle(Message* message) {
   if (type == kOpen) return HandleOpen(message);
   if (!opened_) return Violation(absl::StrCat("message type ", type, " before Open"));
   if (type == kWrite || type == kWriteFd) return HandleWrite(message, type == kWriteFd);
+  if (type == kBatch) return HandleBatch(message);
   uint32_t arg;
   uint64_t value;
   if (!f.Read(&arg) || !f.Read(&value)) return Violation("short control message");
@@ -280,6 +283,31 @@ void Session::EnsureWriter() {
     return;
   }
   writer_ = std::move(*writer);
+}
+
+absl::Status Session::HandleBatch(Message* message) {
+  if (!message->fds.empty()) return Violation("a Batch with file descriptors");
+  Fields f(message->bytes);
+  uint32_t type, count;
+  f.Read(&type);
+  if (!f.Read(&count)) return Violation("short Batch");
+  Message inner;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t n;
+    if (!f.Read(&n) || n < sizeof(uint32_t) || f.rest_size() < n) {
+      return Violation("a Batch shorter than its count");
+    }
+    inner.bytes.assign(f.rest(), f.rest() + n);
+    f.Skip(n);
+    uint32_t inner_type;
+    std::memcpy(&inner_type, inner.bytes.data(), sizeof(inner_type));
+    if (inner_type != kWrite && inner_type != kEndStep) {
+      return Violation(absl::StrCat("message type ", inner_type, " inside a Batch"));
+    }
+    TK_RETURN_IF_ERROR(Handle(&inner));
+  }
+  if (f.rest_size() != 0) return Violation("bytes after a Batch's last message");
+  return absl::OkStatus();
 }
 
 absl::Status Session::HandleWrite(Message* message, bool own_fd) {

@@ -53,6 +53,7 @@ class Session {
   absl::Status Handle(Message* message);
   absl::Status HandleOpen(Message* message);
   absl::Status HandleWrite(Message* message, bool own_fd);
+  absl::Status HandleBatch(Message* message);
   // Opens the writer if not done yet (at the first message that needs it).
   void EnsureWriter();
   // The writer failed for good with `status` (kept; every later reply carries it).

@@ -232,6 +232,13 @@ def test_a_misbehaving_client_cannot_bring_the_agent_down(server, trial_url, age
         struct.pack("<IIQQ", _handover._WRITE, 0, 0, 1 << 40),
         struct.pack("<IIQQ", _handover._WRITE, 0, 0, 4) + b"\xff\xff\xff",
         b"\x02" * (200 << 10),
+        # Batches: a count beyond its messages, a Flush or a Batch inside one,
+        # a length past the end, bytes after the last message.
+        struct.pack("<II", _handover._BATCH, 3) + struct.pack("<I", 16) + struct.pack("<IIQ", _handover._END_STEP, 0, 1),
+        struct.pack("<III", _handover._BATCH, 1, 16) + struct.pack("<IIQ", _handover._FLUSH, 0, 1),
+        struct.pack("<III", _handover._BATCH, 1, 8) + struct.pack("<II", _handover._BATCH, 0),
+        struct.pack("<III", _handover._BATCH, 1, 1 << 30) + b"\x04\x00\x00\x00",
+        struct.pack("<III", _handover._BATCH, 1, 16) + struct.pack("<IIQ", _handover._END_STEP, 0, 1) + b"\x00",
     ):
         fd = _handover._sealed_memfd(_handover.HEADER_BYTES + ring)
         s = _raw(agent.path)

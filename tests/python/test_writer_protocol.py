@@ -363,3 +363,34 @@ def test_whole_queued_steps_are_coalesced_into_one_message_and_one_end_step(fake
     w.flush()
     assert fake.servicer.end_steps[-1] == 51
     w.close()
+
+
+def test_a_step_is_handed_over_to_the_agent_in_one_message(fake, own_agent, monkeypatch):
+    # The training process makes one system call a step (one wake-up of the
+    # agent), not one a tensor: the step's Writes go as one Batch with its
+    # EndStep. Counted on the socket, then checked at the collector.
+    from tensorkeep import _handover
+    sent = []
+    real = _handover.AgentStream._send
+
+    def counting(self, message, fd=None):
+        sent.append(int.from_bytes(message[:4], "little"))
+        return real(self, message, fd)
+
+    monkeypatch.setattr(_handover.AgentStream, "_send", counting)
+    own_agent()
+    w = Writer(fake.url("t"))
+    vals = {f"t{i}": np.full(1000, i, np.float32) for i in range(9)}
+    for step in range(20):
+        for name, v in vals.items():
+            w.write_tensor(name, v + step, step=step)
+        w.end_step(step)
+    w.flush()
+    assert len(sent) <= 20 + 1 + 1, f"{len(sent)} messages for 20 steps of 9 tensors"  # + a first write + flush
+    assert sent.count(_handover._BATCH) >= 19
+    for name in ("t0", "t8"):
+        got = arrays_of(fake, name)
+        assert sorted(got) == list(range(20))
+        assert all(np.array_equal(got[s], vals[name] + s) for s in got)
+    assert fake.servicer.end_steps[-1] == 19
+    w.close()

@@ -22,7 +22,7 @@ from .exceptions import TensorkeepError
 
 # The hand-over protocol (agent/handover.h kProtocolVersion). It names the
 # default socket, so that a client never meets an agent that speaks another.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 SOCKET_ENV = "TENSORKEEP_AGENT_SOCKET"
 BINARY_ENV = "TENSORKEEP_AGENT"
 IDLE_EXIT_ENV = "TENSORKEEP_AGENT_IDLE_EXIT_SECONDS"

@@ -8,6 +8,10 @@ the writer, and what was handed over is pushed even if this process is
 killed. The protocol is described in agent/handover.h; the constants below
 mirror it.
 
+Batching: a step's Write messages wait in the process and go with its
+EndStep as one Batch message (one system call, one wake-up of the agent);
+see _queue.
+
 Backpressure: when the ring has no room, the writer asks the agent to take
 what it was sent (Sync) and waits; the agent's writer in turn blocks while
 its own buffer is full. Errors: the agent marks the writer failed in the
@@ -39,7 +43,7 @@ from .exceptions import TensorkeepError, WaitTimeout, WriterClosed
 logger = logging.getLogger("tensorkeep")
 
 PROTOCOL_VERSION = _agent.PROTOCOL_VERSION
-_OPEN, _WRITE, _WRITE_FD, _END_STEP, _FLUSH, _CLOSE, _SYNC = 1, 2, 3, 4, 5, 6, 7
+_OPEN, _WRITE, _WRITE_FD, _END_STEP, _FLUSH, _CLOSE, _SYNC, _BATCH = 1, 2, 3, 4, 5, 6, 7, 8
 _REPLY = 100
 HEADER_BYTES = 4096
 _CONSUMED, _FLAGS, _COMMITTED, _STREAMS, _STOP_REASON = 8, 16, 24, 32, 64
@@ -55,6 +59,14 @@ _WRITE_HEAD = struct.Struct("<IIQQ")
 _OPEN_HEAD = struct.Struct("<IIIQQd")
 _REPLY_HEAD = struct.Struct("<IIQ")
 _EXIT_TIMEOUT = float(_names.RECONNECT_EXIT_CLOSE_SECONDS)
+# Write messages wait in the process, to go as one Batch at the end of the
+# step (one system call and one wake-up of the agent a step, not one a
+# tensor); a Write after this long without sending goes at once (an isolated
+# tensor is not held back), and a batch is sent at this many bytes of
+# messages, or once its values add up to a push message's worth (which the
+# agent's writer sends without waiting for the step either).
+_BATCH_IDLE_S = 0.02
+_BATCH_BYTES = 48 << 10  # below agent/handover.h kMaxMessageBytes (64 KiB)
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 # The agent's writer sends values larger than this in chunks, each message
 # below gRPC's default 4 MiB receive limit (agent/session.cc, chunk_bytes).
@@ -144,8 +156,15 @@ class AgentStream:
         self.max_queue_bytes = max_queue_bytes
         self.retry_timeout = retry_timeout
         self._ring = ring_bytes_for(max_queue_bytes)
-        self._lock = threading.Lock()  # the ring and the order of Write messages
-        self._reply_lock = threading.Lock()  # one request waits for its reply at a time
+        self._lock = threading.RLock()  # the ring, the batch and the order of messages
+        self._batch: list = []  # Write / EndStep messages not sent yet
+        self._batch_bytes = 0
+        self._batch_values = 0  # bytes of the values its Writes hand over
+        self._last_send = 0.0  # monotonic time of the last message sent
+        # One request waits for its reply at a time. Lock order: _lock, then
+        # _reply_lock (never the reverse); _lock is not held while waiting
+        # for a reply, except by a Sync for room in the ring.
+        self._reply_lock = threading.Lock()
         self._next_request = 1
         self._head = 0  # ring position after the last value sent
         self._closing = False
@@ -247,6 +266,7 @@ class AgentStream:
                 off = 0
             consumed = _Q.unpack_from(self._mm, _CONSUMED)[0]
             if consumed < self._head and pos + n - consumed > self._ring:
+                self._send_batch()
                 self._request(_SYNC, 0, None)  # waits until the agent took everything sent
             start = HEADER_BYTES + off
             if n:
@@ -259,7 +279,7 @@ class AgentStream:
                         del dst
                 else:
                     self._mm[start : start + n] = data
-            self._send(_WRITE_HEAD.pack(_WRITE, 0, pos, n) + record)
+            self._queue(_WRITE_HEAD.pack(_WRITE, 0, pos, n) + record, n)
             self._head = pos + n
 
     def _send_own_fd(self, record: bytes, data: Any, n: int) -> None:
@@ -273,18 +293,23 @@ class AgentStream:
                     del dst
                 else:
                     mm[:n] = data
+            self._send_batch()
             self._send(_WRITE_HEAD.pack(_WRITE_FD, 0, 0, n) + record, fd)
         finally:
             os.close(fd)
 
     def end_step(self, step: int) -> None:
+        """Hands the step's records over, with the end of the step, in one message."""
         with self._lock:
             self._check_usable()
-            self._send(_CONTROL.pack(_END_STEP, 0, step))
+            self._batch.append(_CONTROL.pack(_END_STEP, 0, step))
+            self._send_batch()
 
     def flush(self, timeout: Optional[float] = None) -> None:
         """Returns once everything handed over so far is durable on the collector."""
-        self._check_usable()
+        with self._lock:
+            self._check_usable()
+            self._send_batch()  # (the lock is not held while waiting for the reply)
         self._request(_FLUSH, 0, timeout, "flush")
 
     def close(self, end_of_training: bool, timeout: Optional[float] = None) -> None:
@@ -298,13 +323,44 @@ class AgentStream:
         try:
             if self._error is not None:
                 raise self._error
+            with self._lock:
+                self._send_batch()
             self._request(_CLOSE, 1 if end_of_training else 0, timeout, "close")
         finally:
             self._shutdown()
 
     # ------------------------------------------------------------------
 
+    def _queue(self, message: bytes, value_bytes: int) -> None:
+        """A Write: into the batch, or at once after a quiet spell (requires _lock)."""
+        if not self._batch and time.monotonic() - self._last_send > _BATCH_IDLE_S:
+            self._send(message)
+            return
+        self._batch.append(message)
+        self._batch_bytes += len(message) + 4
+        self._batch_values += value_bytes
+        if self._batch_bytes >= _BATCH_BYTES or self._batch_values >= MAX_BATCH_BYTES:
+            self._send_batch()
+
+    def _send_batch(self) -> None:
+        """Sends what waits in the batch (requires _lock)."""
+        batch = self._batch
+        if not batch:
+            return
+        self._batch = []
+        self._batch_bytes = 0
+        self._batch_values = 0
+        if len(batch) == 1:
+            self._send(batch[0])
+            return
+        parts = [_U32.pack(_BATCH), _U32.pack(len(batch))]
+        for m in batch:
+            parts.append(_U32.pack(len(m)))
+            parts.append(m)
+        self._send(b"".join(parts))
+
     def _send(self, message: bytes, fd: Optional[int] = None) -> None:
+        self._last_send = time.monotonic()
         try:
             if fd is None:
                 self._sock.send(message)
