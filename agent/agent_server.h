@@ -37,8 +37,8 @@ struct AgentOptions {
   double linger_seconds = 0.1;
 };
 
-// $TENSORKEEP_AGENT_SOCKET, else $XDG_RUNTIME_DIR/tensorkeep/agent-v1.sock, else
-// /tmp/tensorkeep-UID/agent-v1.sock (the Python client's _agent.socket_path()).
+// $TENSORKEEP_AGENT_SOCKET, else $XDG_RUNTIME_DIR/tensorkeep/agent-v2.sock, else
+// /tmp/tensorkeep-UID/agent-v2.sock (the Python client's _agent.socket_path()).
 std::string DefaultSocketPath();
 
 class AgentServer {

@@ -1,8 +1,8 @@
 """Finding, and starting, the node's tensorkeep-agent.
 
 The agent listens on a Unix socket in a directory only this user can enter:
-``$TENSORKEEP_AGENT_SOCKET``, else ``$XDG_RUNTIME_DIR/tensorkeep/agent-v1.sock``,
-else ``/tmp/tensorkeep-UID/agent-v1.sock`` (the agent's DefaultSocketPath). A
+``$TENSORKEEP_AGENT_SOCKET``, else ``$XDG_RUNTIME_DIR/tensorkeep/agent-v2.sock``,
+else ``/tmp/tensorkeep-UID/agent-v2.sock`` (the agent's DefaultSocketPath). A
 writer connects to it; when no agent listens, it starts one
 (``tensorkeep-agent --daemonize``, which returns once the agent listens; two
 processes starting it at once end up with the same agent) and connects again.
