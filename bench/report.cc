@@ -63,6 +63,8 @@ std::string JsonNumber(double v) {
 
 }  // namespace
 
+std::string SecondsText(double seconds) { return absl::StrFormat("%.3g s", seconds); }
+
 std::map<std::string, std::string> MachineInfo() {
   std::map<std::string, std::string> m;
   m["nproc"] = absl::StrCat(sysconf(_SC_NPROCESSORS_ONLN));

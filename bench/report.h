@@ -41,6 +41,11 @@ struct Result {
   void Judge(bool met) { verdict = met ? Verdict::kMet : Verdict::kMissed; }
 };
 
+// A duration in seconds for a target or figure, with three significant
+// digits and no trailing zeros: 2 -> "2 s", 0.2 -> "0.2 s", 0.002 -> "0.002 s",
+// 0.0125 -> "0.0125 s" (a fixed "%.2f" would print the last two as "0.00").
+std::string SecondsText(double seconds);
+
 // The machine the figures come from (nproc, CPU model, kernel, load).
 std::map<std::string, std::string> MachineInfo();
 

@@ -1324,9 +1324,11 @@ class Bench {
   // ------------------------------------------------------------ ui-series
 
   // The web UI's requests through the HTTP API (issue 14 point 5): a 100,000
-  // step curve (target <= 1 s) and the distributions of one tensor over steps
-  // (target 2 s for 1,000 steps of 1 M elements, measured on fewer steps and
-  // scaled), against the same data through the Python client in the same run.
+  // step curve (target <= 1 s) and the distributions of one tensor over 1,000
+  // steps of 1 M elements (target <= 2 s), against the same data through the
+  // Python client in the same run. --quick measures far smaller volumes and
+  // scales the targets to them (linearly in steps x elements), so a quick
+  // target is a smoke check, not the issue's figure.
   absl::Status UiSeries() {
     auto t = std::make_unique<Target>();
     t->dir = NewDir("ui");
@@ -1336,7 +1338,7 @@ class Bench {
     options.store.path = t->dir;
     TK_ASSIGN_OR_RETURN(t->server, CollectorServer::Start(options));
     const int curve_steps = flags_.quick ? 1000 : 100000;
-    const int dist_steps = flags_.quick ? 10 : 100;
+    const int dist_steps = flags_.quick ? 10 : 1000;
     const int dist_elements = flags_.quick ? 100000 : 1000000;
     TK_ASSIGN_OR_RETURN(
         auto m, RunPython("ui_bench.py",
@@ -1355,8 +1357,12 @@ class Bench {
     curve.baseline = m["curve_python_s"];
     curve.baseline_text = absl::StrFormat("%.3f s", m["curve_python_s"]);
     curve.extra = m;
-    curve.target = "<= 1 s (100,000 steps)";
-    curve.Judge(curve.value <= 1.0 * curve_steps / 100000);
+    const double curve_target = 1.0 * curve_steps / 100000;
+    curve.target = curve_steps == 100000
+                       ? std::string("<= 1 s")
+                       : absl::StrCat("<= ", SecondsText(curve_target),
+                                      " (1 s per 100,000 steps, scaled to ", curve_steps, ")");
+    curve.Judge(curve.value <= curve_target);
     Add(std::move(curve));
     Result dist;
     dist.name = absl::StrCat("ui-series/distributions/", dist_steps, "x", dist_elements);
@@ -1368,9 +1374,13 @@ class Bench {
     dist.baseline = m["dist_python_s"];
     dist.baseline_text = absl::StrFormat("%.3f s", m["dist_python_s"]);
     dist.extra = m;
-    dist.target = absl::StrFormat("<= %.2f s (2 s per 1,000 steps of 1 M)",
-                                  2.0 * dist_steps / 1000 * dist_elements / 1e6);
-    dist.Judge(dist.value <= 2.0 * dist_steps / 1000 * dist_elements / 1e6);
+    const double dist_target = 2.0 * dist_steps / 1000 * dist_elements / 1e6;
+    dist.target = dist_steps == 1000 && dist_elements == 1000000
+                      ? std::string("<= 2 s")
+                      : absl::StrCat("<= ", SecondsText(dist_target),
+                                     " (2 s per 1,000 steps of 1 M, scaled to ", dist_steps,
+                                     " x ", dist_elements, ")");
+    dist.Judge(dist.value <= dist_target);
     Add(std::move(dist));
     return absl::OkStatus();
   }
