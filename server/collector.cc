@@ -231,6 +231,8 @@ absl::StatusOr<std::shared_ptr<Trial>> Collector::GetOrCreateTrial(const std::st
   auto trial = std::make_shared<Trial>(name, notifier_);
   trial->SetUnpublished(unpublished);
   trials_[name] = trial;
+  // The trial list's event streams (Notifier::WatchTrials) show it at once.
+  if (notifier_->trials_watched()) notifier_->Signal(trial);
   return trial;
 }
 

@@ -41,7 +41,10 @@ void Trial::Apply(const TrialUpdate& update) {
   version_.fetch_add(1);
   // A listener registered after this check reads the state applied above
   // when it starts (every reactor checks once after subscribing).
-  if (listener_count_.load() == 0) return;
+  // (The notifier's WatchTrials listeners hear of every trial's changes.)
+  if (listener_count_.load() == 0 && (notifier_ == nullptr || !notifier_->trials_watched())) {
+    return;
+  }
   if (notifier_ != nullptr) {
     if (auto self = weak_from_this().lock()) {
       notifier_->Signal(std::move(self));

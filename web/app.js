@@ -90,9 +90,11 @@
     },
   };
 
-  // Calls onTrial(trial) with each `trial` event of /api/v1/events?trial=NAME;
-  // reconnects after the server's `retry` (the stream ends after 10 minutes).
-  function watch(trial, onTrial) {
+  // Calls handlers[event](data) with each event of the stream at `path`
+  // (/api/v1/events?trial=NAME: `trial`; /api/v1/events: `trials`, `trial`,
+  // `removed`); reconnects after the server's `retry` (a stream ends after
+  // 10 minutes), and a reconnected stream starts again with its snapshot.
+  function listen(path, handlers) {
     const ctl = new AbortController();
     const s = {connected: false, close() { ctl.abort(); s.connected = false; }};
     streams.open.add(s);
@@ -108,12 +110,12 @@
         else if (field === "data") data.push(value);
         else if (field === "retry" && /^\d+$/.test(value)) retry = Number(value);
       }
-      if (event === "trial" && data.length) onTrial(JSON.parse(data.join("\n")));
+      if (handlers[event] && data.length) handlers[event](JSON.parse(data.join("\n")));
     };
     (async () => {
       while (!ctl.signal.aborted) {
         try {
-          const r = await fetch(`/api/v1/events?trial=${enc(trial)}`, {
+          const r = await fetch(path, {
             headers: authHeaders({Accept: "text/event-stream"}), signal: ctl.signal, cache: "no-store"});
           if (r.status === 401) { askToken("401"); return; }
           if (r.ok) {
@@ -140,6 +142,8 @@
     })();
     return s;
   }
+  // One trial's events: onTrial(trial) at once and at each change.
+  const watch = (trial, onTrial) => listen(`/api/v1/events?trial=${enc(trial)}`, {trial: onTrial});
   const r429Backoff = (retry) => Math.max(1000, Math.min(retry, 30000));
 
   // Runs fn at most once per `ms`, never twice at once; calls while it runs
@@ -220,6 +224,10 @@
     const {trials} = await api("/api/v1/trials");
     const rows = new Map();
     const body = el("tbody");
+    const table = el("table", {id: "trials"}, el("thead", {}, el("tr", {},
+      ["", "trial", "state", "workers", "steps", "rules", "stop"].map((h) => el("th", {}, h)))), body);
+    const empty = el("p", {class: "muted", id: "no-trials"}, "No trials yet: push one (README, the tour).");
+    const shown = () => { table.hidden = rows.size === 0; empty.hidden = rows.size > 0; };
     const row = (t) => {
       const tr = el("tr", {class: "trial", "data-trial": t.name, "data-last-step": t.last_step,
                            "data-state": t.state},
@@ -235,30 +243,37 @@
         tr.querySelector("input").checked = old.querySelector("input").checked;
         old.replaceWith(tr);
       } else {
-        body.append(tr);
+        // In name order, as the collector lists them.
+        const next = [...rows.keys()].filter((n) => n > t.name).sort()[0];
+        body.insertBefore(tr, next === undefined ? null : rows.get(next));
       }
       rows.set(t.name, tr);
+      shown();
+    };
+    const removed = ({name}) => {
+      const tr = rows.get(name);
+      if (tr) { tr.remove(); rows.delete(name); shown(); }
     };
     trials.forEach(row);
+    shown();
     const compare = el("button", {type: "button", on: {click: () => {
       const picked = [...body.querySelectorAll("input[name=pick]:checked")].map((c) => c.value);
       if (picked.length >= 2) location.href = `/compare?trials=${picked.map(enc).join(",")}`;
       else alert("Pick two or more trials to compare.");
     }}}, "compare the picked trials");
-    main.replaceChildren(el("h1", {}, "Trials"), el("section", {class: "card"},
-      trials.length ? el("table", {id: "trials"}, el("thead", {}, el("tr", {},
-        ["", "trial", "state", "workers", "steps", "rules", "stop"].map((h) => el("th", {}, h)))), body)
-        : el("p", {class: "muted", id: "no-trials"}, "No trials yet: push one (README, the tour)."),
-      el("p", {}, compare)));
-    // Live: the running trials' event streams; a listing now and then finds new trials.
-    trials.filter((t) => !t.ended).slice(0, MAX_STREAMS).forEach((t) => watch(t.name, row));
-    setInterval(async () => {
-      if (document.hidden) return;
-      try {
-        const fresh = await api("/api/v1/trials");
-        for (const t of fresh.trials) if (!rows.has(t.name)) row(t);
-      } catch (e) { /* shown again on the next reload */ }
-    }, 15000);
+    main.replaceChildren(el("h1", {}, "Trials"), el("section", {class: "card"}, table, empty, el("p", {}, compare)));
+    // Live: one stream of every trial's changes (new trials, steps, workers,
+    // rules, ends); its first event is the whole list again (after a reconnect
+    // too), so rows of trials deleted meanwhile go.
+    listen("/api/v1/events", {
+      trials: ({trials: all}) => {
+        const names = new Set(all.map((t) => t.name));
+        for (const name of [...rows.keys()]) if (!names.has(name)) removed({name});
+        all.forEach(row);
+      },
+      trial: row,
+      removed,
+    });
   }
 
   // ---- one trial --------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -164,13 +165,18 @@ void WriteEnvelope(JsonWriter& j, const std::vector<EnvelopeBucket>& buckets) {
 
 }  // namespace
 
-// One open /api/v1/events stream: woken by its trial's commits.
+// One open /api/v1/events stream: woken by its trial's commits, or (the
+// trial list's stream) by every trial's, which note the trials they changed.
 struct ApiV1::Stream {
   std::mutex mu;
   std::condition_variable cv;
   uint64_t wakes = 0;
   bool stop = false;
-  std::shared_ptr<TrialSubscription> subscription;
+  // The trial list's stream: trials changed (or created) since the last
+  // event, by name (bounded by the trials the collector holds).
+  std::map<std::string, std::shared_ptr<Trial>> changed;
+  // A TrialSubscription or a TrialsSubscription.
+  std::shared_ptr<void> subscription;
 };
 
 ApiV1::ApiV1(Collector* collector, HttpServer* http, const ApiOptions& options)
@@ -494,80 +500,161 @@ void ApiV1::Register() {
                return absl::OkStatus();
              }));
 
-  http_->Get(
-      "/api/v1/events", Role::kRead,
-      guarded([this, c, trial_of](const httplib::Request& req, const CallAccess& access,
-                                  httplib::Response& res) -> absl::Status {
-        TK_ASSIGN_OR_RETURN(auto trial, trial_of(req, access));
-        auto stream = std::make_shared<Stream>();
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (stopped_) return absl::UnavailableError("the collector is shutting down");
-          if (streams_.load() >= v1::MAX_EVENT_STREAMS) {
-            return absl::ResourceExhaustedError(
-                absl::StrCat("the collector serves ", v1::MAX_EVENT_STREAMS,
-                             " event streams at once (MAX_EVENT_STREAMS): close one (another tab?) "
-                             "or retry later"));
+  // Live updates: one trial's (?trial=NAME) or the trial list's (no trial).
+  http_->Get("/api/v1/events", Role::kRead,
+             guarded([this, c, trial_of](const httplib::Request& req, const CallAccess& access,
+                                         httplib::Response& res) -> absl::Status {
+               if (!req.has_param("trial")) return ServeTrialList(access, res);
+               TK_ASSIGN_OR_RETURN(auto trial, trial_of(req, access));
+               auto stream = std::make_shared<Stream>();
+               std::weak_ptr<Stream> weak = stream;
+               TK_RETURN_IF_ERROR(Open(stream, [&]() -> absl::Status {
+                 TK_ASSIGN_OR_RETURN(stream->subscription, trial->Watch([weak] {
+                   if (auto s = weak.lock()) {
+                     std::lock_guard<std::mutex> l(s->mu);
+                     ++s->wakes;
+                     s->cv.notify_all();
+                   }
+                 }));
+                 return absl::OkStatus();
+               }));
+               auto sent_version = std::make_shared<uint64_t>(0);
+               Serve(res, stream, [c, trial, sent_version](bool first) {
+                 std::string text;
+                 const uint64_t version = trial->version();
+                 if (first || version != *sent_version) {
+                   *sent_version = version;
+                   absl::StrAppend(&text, "event: trial\nid: ", version,
+                                   "\ndata: ", TrialJson(*c, *trial), "\n\n");
+                 }
+                 return text;
+               });
+               return absl::OkStatus();
+             }));
+}
+
+absl::Status ApiV1::Open(const std::shared_ptr<Stream>& stream,
+                         const std::function<absl::Status()>& subscribe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return absl::UnavailableError("the collector is shutting down");
+  if (streams_.load() >= v1::MAX_EVENT_STREAMS) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the collector serves ", v1::MAX_EVENT_STREAMS,
+                     " event streams at once (MAX_EVENT_STREAMS): close one (another tab?) "
+                     "or retry later"));
+  }
+  TK_RETURN_IF_ERROR(subscribe());
+  ++streams_;
+  live_.insert(stream);
+  return absl::OkStatus();
+}
+
+absl::Status ApiV1::ServeTrialList(const CallAccess& access, httplib::Response& res) {
+  Collector* const c = collector_;
+  auto stream = std::make_shared<Stream>();
+  std::weak_ptr<Stream> weak = stream;
+  TK_RETURN_IF_ERROR(Open(stream, [&]() -> absl::Status {
+    // Runs on the notifier thread for every trial a commit changed: notes the
+    // trial if the caller may see it (a token's prefixes), nothing more.
+    TK_ASSIGN_OR_RETURN(stream->subscription,
+                        c->notifier()->WatchTrials([weak, access](const std::shared_ptr<Trial>& t) {
+                          if (!access.Sees(t->name())) return;
+                          if (auto s = weak.lock()) {
+                            std::lock_guard<std::mutex> l(s->mu);
+                            s->changed[t->name()] = t;
+                            ++s->wakes;
+                            s->cv.notify_all();
+                          }
+                        }));
+    return absl::OkStatus();
+  }));
+  // The version of each trial last sent, by name (so a wake that changed
+  // nothing shown sends nothing).
+  auto sent = std::make_shared<std::map<std::string, uint64_t>>();
+  Serve(res, stream, [c, access, stream, sent](bool first) {
+    std::string text;
+    if (first) {
+      // Every trial the caller sees, as /api/v1/trials. A trial changed
+      // meanwhile is noted too and sent again only if its version moved.
+      JsonWriter j;
+      j.BeginObject().Key("trials").BeginArray();
+      for (const auto& t : c->Trials()) {
+        if (!access.Sees(t->name())) continue;
+        (*sent)[t->name()] = t->version();
+        WriteTrial(j, c->SummaryOf(*t), t->RuleStatuses());
+      }
+      j.EndArray().EndObject();
+      absl::StrAppend(&text, "event: trials\ndata: ", j.Take(), "\n\n");
+    }
+    std::map<std::string, std::shared_ptr<Trial>> changed;
+    {
+      std::lock_guard<std::mutex> lock(stream->mu);
+      changed.swap(stream->changed);
+    }
+    for (const auto& [name, t] : changed) {
+      auto it = sent->find(name);
+      if (t->deleted()) {
+        // Gone (deleted by a user or retention); a trial of the same name
+        // made since is a new Trial and notes itself.
+        auto now = c->GetTrial(name);
+        if (now.ok() && *now != t) continue;
+        if (it == sent->end()) continue;
+        sent->erase(it);
+        JsonWriter j;
+        j.BeginObject().Key("name").String(name).EndObject();
+        absl::StrAppend(&text, "event: removed\ndata: ", j.Take(), "\n\n");
+        continue;
+      }
+      const uint64_t version = t->version();
+      if (it != sent->end() && it->second == version) continue;
+      (*sent)[name] = version;
+      absl::StrAppend(&text, "event: trial\ndata: ", TrialJson(*c, *t), "\n\n");
+    }
+    return text;
+  });
+  return absl::OkStatus();
+}
+
+void ApiV1::Serve(httplib::Response& res, const std::shared_ptr<Stream>& stream,
+                  std::function<std::string(bool first)> events) {
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(options_.max_stream_seconds * 1000));
+  const auto heartbeat =
+      std::chrono::milliseconds(static_cast<int64_t>(options_.heartbeat_seconds * 1000));
+  auto seen_wakes = std::make_shared<uint64_t>(0);
+  auto first = std::make_shared<bool>(true);
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, stream, deadline, heartbeat, seen_wakes, first, events = std::move(events)](
+          size_t, httplib::DataSink& sink) -> bool {
+        if (!*first) {
+          std::unique_lock<std::mutex> lock(stream->mu);
+          stream->cv.wait_for(lock, heartbeat,
+                              [&] { return stream->stop || stream->wakes != *seen_wakes; });
+          *seen_wakes = stream->wakes;
+          if (stream->stop) {
+            sink.done();
+            return true;
           }
-          std::weak_ptr<Stream> weak = stream;
-          TK_ASSIGN_OR_RETURN(stream->subscription, trial->Watch([weak] {
-            if (auto s = weak.lock()) {
-              std::lock_guard<std::mutex> l(s->mu);
-              ++s->wakes;
-              s->cv.notify_all();
-            }
-          }));
-          ++streams_;
-          live_.insert(stream);
         }
-        const auto deadline =
-            std::chrono::steady_clock::now() +
-            std::chrono::milliseconds(static_cast<int64_t>(options_.max_stream_seconds * 1000));
-        const auto heartbeat =
-            std::chrono::milliseconds(static_cast<int64_t>(options_.heartbeat_seconds * 1000));
-        auto sent_version = std::make_shared<uint64_t>(0);
-        auto seen_wakes = std::make_shared<uint64_t>(0);
-        auto first = std::make_shared<bool>(true);
-        res.set_header("X-Accel-Buffering", "no");
-        res.set_chunked_content_provider(
-            "text/event-stream",
-            [this, c, trial, stream, deadline, heartbeat, sent_version, seen_wakes, first](
-                size_t, httplib::DataSink& sink) -> bool {
-              if (!*first) {
-                std::unique_lock<std::mutex> lock(stream->mu);
-                stream->cv.wait_for(lock, heartbeat,
-                                    [&] { return stream->stop || stream->wakes != *seen_wakes; });
-                *seen_wakes = stream->wakes;
-                if (stream->stop) {
-                  sink.done();
-                  return true;
-                }
-              }
-              if (std::chrono::steady_clock::now() > deadline || http_->stopping() ||
-                  !sink.is_writable()) {
-                sink.done();
-                return true;
-              }
-              std::string text;
-              const uint64_t version = trial->version();
-              if (*first || version != *sent_version) {
-                if (*first) text = "retry: 2000\n";
-                *first = false;
-                *sent_version = version;
-                absl::StrAppend(&text, "event: trial\nid: ", version,
-                                "\ndata: ", TrialJson(*c, *trial), "\n\n");
-              } else {
-                text = ": keep-alive\n\n";
-              }
-              return sink.write(text.data(), text.size());
-            },
-            [this, stream](bool) {
-              stream->subscription.reset();
-              std::lock_guard<std::mutex> lock(mu_);
-              if (live_.erase(stream) > 0) --streams_;
-            });
-        return absl::OkStatus();
-      }));
+        if (std::chrono::steady_clock::now() > deadline || http_->stopping() ||
+            !sink.is_writable()) {
+          sink.done();
+          return true;
+        }
+        std::string text = *first ? "retry: 2000\n" : "";
+        absl::StrAppend(&text, events(*first));
+        *first = false;
+        if (text.empty()) text = ": keep-alive\n\n";
+        return sink.write(text.data(), text.size());
+      },
+      [this, stream](bool) {
+        stream->subscription.reset();
+        std::lock_guard<std::mutex> lock(mu_);
+        if (live_.erase(stream) > 0) --streams_;
+      });
 }
 
 }  // namespace tensorkeep

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -50,6 +51,17 @@ class ApiV1 {
  private:
   struct Stream;
   void Register();
+  // Counts `stream` against MAX_EVENT_STREAMS and calls `subscribe` (which
+  // sets its subscription), or fails.
+  absl::Status Open(const std::shared_ptr<Stream>& stream,
+                    const std::function<absl::Status()>& subscribe);
+  // Streams `events(first)` (the event text to send, or "" for nothing new)
+  // each time `stream` wakes: a keep-alive comment after heartbeat_seconds
+  // of nothing, the end after max_stream_seconds or at StopStreams.
+  void Serve(httplib::Response& res, const std::shared_ptr<Stream>& stream,
+             std::function<std::string(bool first)> events);
+  // /api/v1/events without a trial: every trial the caller sees.
+  absl::Status ServeTrialList(const CallAccess& access, httplib::Response& res);
 
   Collector* const collector_;
   HttpServer* const http_;

@@ -13,6 +13,7 @@ import http.client
 import json
 import math
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -252,7 +253,78 @@ def test_events_arrive_when_a_step_completes(http_collector):
             break
     assert ended is not None and ended["workers"][0]["state"] == "CLOSED"
     conn.close()
-    assert _get(s, "/api/v1/events", expect=400)["error"]["code"] == "INVALID_ARGUMENT"
+    assert _get(s, "/api/v1/events?trial=", expect=400)["error"]["code"] == "INVALID_ARGUMENT"
+
+
+def _open_stream(server, path, token=None):
+    host, port = server.http_address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream", resp.status
+    return conn, resp
+
+
+def _next_trial_event(resp, until, deadline, seen):
+    """Reads trial-list events into `seen` (their names) until `until(event, data)`
+    holds; the socket timeout bounds each read, `deadline` the whole wait."""
+    while time.monotonic() < deadline:
+        event = _read_event(resp)
+        data = json.loads(event["data"])
+        names = [t["name"] for t in data["trials"]] if event["event"] == "trials" else [data["name"]]
+        seen.update(names)
+        if until(event, data):
+            return event, data
+    raise AssertionError(f"no such event within the deadline; saw trials {sorted(seen)}")
+
+
+def test_trial_list_events_show_a_new_trial_within_a_second(http_collector):
+    """/api/v1/events without a trial: a snapshot of the list, then each trial
+    a commit created or changed, woken by the commit (no polling: the event
+    must arrive within a second of the write's acknowledgement), and
+    `removed` when a trial is deleted."""
+    s = http_collector()
+    first = Writer(s.url("list-old"))
+    first.write_tensor("x", np.ones(3, np.float32), step=0)
+    first.close(end_of_training=True)
+    conn, resp = _open_stream(s, "/api/v1/events")
+    seen = set()
+    event = _read_event(resp)
+    assert event["event"] == "trials"
+    snapshot = json.loads(event["data"])["trials"]
+    assert [t["name"] for t in snapshot] == ["list-old"] and snapshot[0]["state"] == "ENDED"
+
+    # A trial created after the stream opened: shown within a second of the
+    # acknowledged write.
+    w = Writer(s.url("list-new"), worker="worker_0", num_workers=1)
+    w.write_tensor("x", np.ones(3, np.float32), step=0)
+    w.end_step(0)
+    w.flush()
+    acked = time.monotonic()
+    _, data = _next_trial_event(resp, lambda e, d: e["event"] == "trial" and d["name"] == "list-new"
+                                and d["last_step"] == 0, acked + 10, seen)
+    assert time.monotonic() - acked < 1.0, "the new trial took more than a second"
+    assert data["state"] == "RUNNING" and data["workers"][0]["state"] == "ACTIVE"
+
+    # A rule status, a worker's end and the trial's end arrive as changes of it.
+    from tensorkeep.trials import create_trial
+
+    create_trial(s.url("list-new")).report_rule_status("LossNotDecreasing", "IssuesFound", step=0, message="flat")
+    _, data = _next_trial_event(resp, lambda e, d: e["event"] == "trial" and d["name"] == "list-new"
+                                and d["rules"], time.monotonic() + 10, seen)
+    assert data["rules"][0]["rule"] == "LossNotDecreasing" and data["rules"][0]["state"] == "ISSUES_FOUND"
+    w.close(end_of_training=True)
+    _, data = _next_trial_event(resp, lambda e, d: e["event"] == "trial" and d["name"] == "list-new"
+                                and d["state"] == "ENDED", time.monotonic() + 10, seen)
+    assert data["workers"][0]["state"] == "CLOSED"
+
+    # A deleted trial is `removed`.
+    from tensorkeep.trials import delete_trial
+
+    delete_trial(s.url("list-old"))
+    _next_trial_event(resp, lambda e, d: e["event"] == "removed" and d["name"] == "list-old",
+                      time.monotonic() + 10, seen)
+    conn.close()
 
 
 READ = "tk_http_read_token_0123456789"
@@ -285,3 +357,29 @@ def test_tokens_and_prefixes(http_collector, tmp_path):
     _get(s, "/api/v1/trials/team-b-1/series?tensor=x", token=TEAM, expect=403)
     _get(s, "/api/v1/events?trial=team-b-1", token=TEAM, expect=403)
     _get(s, "/api/v1/events?trial=team-a-1", expect=401)
+    _get(s, "/api/v1/events", expect=401)
+
+    # The trial list's stream: a token scoped to team-a- never sees team-b-
+    # trials, neither in the snapshot nor when they change or are created,
+    # while a reader of everything sees both.
+    team_conn, team = _open_stream(s, "/api/v1/events", token=TEAM)
+    all_conn, every = _open_stream(s, "/api/v1/events", token=READ)
+    team_seen, all_seen = set(), set()
+    assert [t["name"] for t in json.loads(_read_event(team)["data"])["trials"]] == ["team-a-1"]
+    assert [t["name"] for t in json.loads(_read_event(every)["data"])["trials"]] == ["team-a-1", "team-b-1"]
+    tensorkeep.set_credentials(token=WRITE)
+    try:
+        for trial in ("team-b-2", "team-a-2"):  # B first: A's event comes after B's commit
+            w = Writer(s.url(trial), retry_timeout=10)
+            w.write_tensor("x", np.ones(2, np.float32), step=0)
+            w.close(end_of_training=True)
+    finally:
+        tensorkeep.set_credentials()
+    _next_trial_event(every, lambda e, d: e["event"] == "trial" and d["name"] == "team-a-2"
+                      and d["state"] == "ENDED", time.monotonic() + 10, all_seen)
+    assert "team-b-2" in all_seen
+    _next_trial_event(team, lambda e, d: e["event"] == "trial" and d["name"] == "team-a-2"
+                      and d["state"] == "ENDED", time.monotonic() + 10, team_seen)
+    assert team_seen == {"team-a-2"}, team_seen
+    team_conn.close()
+    all_conn.close()

@@ -3,8 +3,8 @@
 real collector serves on --http-listen, and the test checks that they load
 without console errors or exceptions, list the test's trials, draw the charts
 (Chart.js charts and their datasets counted, points compared with what the
-test pushed), update live when the test completes a new step and when a rule
-reports, compare two trials on one plot, and ask for a token (showing no
+test pushed), update live when the test completes a new step, creates a trial
+(shown on the trials page within a second) and when a rule reports, compare two trials on one plot, and ask for a token (showing no
 trial) when the collector runs with --auth-tokens.
 
 Skips with a printed reason without chromium or python3-websocket. Every wait
@@ -178,6 +178,19 @@ def test_pages_draw_and_update_live(http_collector, browser):
     _write_step(live, STEPS)
     browser.wait(f"document.querySelector('tr[data-trial=web-live]').dataset.lastStep === '{STEPS}'",
                  "the trials page to show the new step")
+    # A trial created after the page opened shows within a second (the trial
+    # list's event stream, no re-listing): the page notes when its row appears.
+    browser.eval("""(() => { window.tkNewAt = null; new MutationObserver((m, o) => {
+        if (document.querySelector('tr[data-trial=web-new]')) { window.tkNewAt = Date.now(); o.disconnect(); }
+      }).observe(document.body, {childList: true, subtree: true}); })()""")
+    new = _trial(s, "web-new", 1, workers=1)
+    acked_ms = time.time() * 1000
+    shown_ms = browser.wait("window.tkNewAt", "the new trial's row")
+    assert shown_ms - acked_ms < 1000, f"the new trial showed {shown_ms - acked_ms:.0f} ms after its write"
+    assert browser.eval("[...document.querySelectorAll('tr.trial')].map(r => r.dataset.trial)") == [
+        "web-done", "web-live", "web-new"]
+    new[0].close(end_of_training=True)
+    browser.wait("document.querySelector('tr[data-trial=web-new]').dataset.state === 'ENDED'", "the new trial's end")
     assert browser.errors == []
 
     # One trial: every chart drawn from the pushed data.

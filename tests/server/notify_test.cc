@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "base/errors.h"
@@ -236,6 +237,48 @@ TEST_F(NotifyTest, WatchersBeyondTheLimitsAreRefusedSayingWhich) {
   EXPECT_EQ(GetReason(TrialOf("c").WaitForSteps({100})), Reason::kNoMoreData);
   ASSERT_TRUE(TrialOf("b").End().ok());
   EXPECT_EQ(GetReason(b1.get()), Reason::kNoMoreData);
+}
+
+// A listener of every trial (the trial list's event streams) hears of a trial
+// as it is created and of each commit to it, on the notifier thread; it takes a collector watcher slot, freed when
+// its subscription goes.
+TEST_F(NotifyTest, TrialsListenersHearOfNewAndChangedTrials) {
+  CollectorOptions o;
+  o.max_watchers = 1;
+  Start(o);
+  Notifier* notifier = server_->collector()->notifier();
+  std::mutex mu;
+  std::vector<std::string> heard;
+  auto sub = notifier->WatchTrials([&](const std::shared_ptr<Trial>& t) {
+    std::lock_guard<std::mutex> lock(mu);
+    heard.push_back(t->name());
+  });
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  EXPECT_TRUE(notifier->trials_watched());
+  EXPECT_EQ(notifier->watchers(), 1u);
+  auto over = notifier->WatchTrials([](const std::shared_ptr<Trial>&) {});
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("MAX_WATCHERS"));
+  auto count = [&](const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::count(heard.begin(), heard.end(), name);
+  };
+  auto w = OpenWriter("new-trial");  // created, then a commit
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(Eventually([&] { return count("new-trial") >= 1; }));
+  const auto before = count("new-trial");
+  ASSERT_TRUE(w->Write(Float32Record("x", 0, 4, 1)).ok());
+  ASSERT_TRUE(w->EndStep(0).ok());
+  ASSERT_TRUE(w->Flush().ok());
+  ASSERT_TRUE(Eventually([&] { return count("new-trial") > before; }));
+  sub->reset();
+  EXPECT_FALSE(notifier->trials_watched());
+  EXPECT_EQ(notifier->watchers(), 0u);
+  const auto after = count("new-trial");
+  ASSERT_TRUE(w->Write(Float32Record("x", 1, 4, 1)).ok());
+  ASSERT_TRUE(w->Flush().ok());
+  ASSERT_TRUE(TrialOf("new-trial").End().ok());
+  EXPECT_EQ(count("new-trial"), after);
 }
 
 // Many long waits hold their step lists as long as they wait: the lists draw
