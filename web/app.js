@@ -386,11 +386,13 @@
           tensorSelect.value = state.tensor;
         }
         if (!state.tensor) { notes.dist.textContent = "No tensor yet."; return; }
-        const who = state.worker === "*" ? trial.workers.slice(0, 4).map((w) => w.worker) : [state.worker];
+        // "every worker": one distribution per step over the union of the
+        // workers' values, merged on the collector.
+        const who = [state.worker];
         const got = await Promise.all(who.map((w) => api(`${base}/distributions`,
           Object.assign({tensor: state.tensor, worker: w, points: 200, bins: 30}, common()))));
         const boxes = got.map((d, i) => {
-          const title = `${state.tensor}${who[i] ? ` · ${who[i]}` : ""}`;
+          const title = `${state.tensor}${who[i] === "*" ? " · every worker" : who[i] ? ` · ${who[i]}` : ""}`;
           const b = el("canvas", {class: "bands"}), r = el("canvas", {class: "ridges"});
           return {d, i, title, b, r, node: el("div", {class: "grid"}, el("div", {class: "chart"}, b), el("div", {class: "chart"}, r))};
         });

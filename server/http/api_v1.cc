@@ -344,7 +344,6 @@ void ApiV1::Register() {
                                        httplib::Response& res) -> absl::Status {
                TK_ASSIGN_OR_RETURN(auto trial, trial_of(req, access));
                TK_ASSIGN_OR_RETURN(TensorRange range, RangeParams(req));
-               if (range.worker == "*") return BadParam("worker", "one worker (or none) at a time");
                TK_ASSIGN_OR_RETURN(uint64_t points,
                                    UintParam(req, "points", 200, v1::MAX_VIEW_POINTS));
                TK_ASSIGN_OR_RETURN(uint64_t bins, UintParam(req, "bins", 30, v1::MAX_VIEW_BINS));
@@ -353,8 +352,60 @@ void ApiV1::Register() {
                if (points * bins > 1000000) {
                  return BadParam("bins", absl::StrCat("points x bins is above 1000000"));
                }
-               TK_ASSIGN_OR_RETURN(auto steps,
-                                   views->Distributions(*trial, range, v1::MAX_DISTRIBUTION_STEPS));
+               // Each step's distribution: one worker's, or (worker=*) the
+               // merge of every worker's values at that step, with its parts
+               // kept for the histograms (summed on the shared bins).
+               std::vector<std::pair<uint64_t, std::shared_ptr<const StepDistribution>>> steps;
+               std::map<uint64_t, std::vector<std::shared_ptr<const StepDistribution>>> parts_of;
+               if (range.worker == "*") {
+                 const std::vector<std::string> workers = trial->Workers();
+                 // The values read stay within MAX_DISTRIBUTION_STEPS in all.
+                 const size_t per_worker =
+                     v1::MAX_DISTRIBUTION_STEPS / std::max<size_t>(1, workers.size());
+                 for (const std::string& worker : workers) {
+                   TensorRange r = range;
+                   r.worker = worker;
+                   auto got = views->Distributions(*trial, r, per_worker);
+                   // A worker that never saved the tensor adds nothing (an
+                   // error only when no worker did).
+                   if (!got.ok() && got.status().code() == absl::StatusCode::kNotFound &&
+                       (&worker != &workers.back() || !parts_of.empty())) {
+                     continue;
+                   }
+                   if (!got.ok()) {
+                     if (got.status().code() == absl::StatusCode::kInvalidArgument) {
+                       return BadParam("worker", absl::StrCat(
+                           "every worker's values: ", got.status().message(), " (", workers.size(),
+                           " workers share the ", v1::MAX_DISTRIBUTION_STEPS,
+                           " step values a request reads, MAX_DISTRIBUTION_STEPS)"));
+                     }
+                     return got.status();
+                   }
+                   for (auto& [step, d] : *got) parts_of[step].push_back(std::move(d));
+                 }
+                 for (const auto& [step, parts] : parts_of) {
+                   std::vector<const StepDistribution*> raw;
+                   for (const auto& d : parts) raw.push_back(d.get());
+                   steps.emplace_back(step, std::make_shared<const StepDistribution>(
+                                                MergeStepDistributions(raw)));
+                 }
+               } else {
+                 TK_ASSIGN_OR_RETURN(steps, views->Distributions(*trial, range,
+                                                                 v1::MAX_DISTRIBUTION_STEPS));
+               }
+               // The counts of one step on the shared bins: with several
+               // workers, the sum of theirs (an exact merge: the same bins).
+               auto rebin = [&](uint64_t step, const StepDistribution& d,
+                                const std::vector<double>& edges) {
+                 auto it = parts_of.find(step);
+                 if (it == parts_of.end()) return Rebin(d, edges);
+                 std::vector<double> sum(edges.size() - 1, 0.0);
+                 for (const auto& part : it->second) {
+                   const std::vector<double> r = Rebin(*part, edges);
+                   for (size_t k = 0; k < sum.size(); ++k) sum[k] += r[k];
+                 }
+                 return sum;
+               };
                // Buckets of consecutive steps, as the series' envelope.
                const size_t per = steps.empty() ? 1 : (steps.size() + points - 1) / points;
                // The histograms' shared range: every step's finite min and max.
@@ -406,7 +457,7 @@ void ApiV1::Register() {
                    n += d.count;
                    nan += d.nan_count;
                    inf += d.inf_count;
-                   const std::vector<double> r = Rebin(d, edges);
+                   const std::vector<double> r = rebin(steps[i].first, d, edges);
                    for (size_t k = 0; k < bins; ++k) hist[k] += r[k] / static_cast<double>(e - b);
                    if (d.count == 0) continue;
                    ++with_values;

@@ -29,8 +29,62 @@ absl::StatusOr<StepDistribution> ComputeStepDistribution(DType dtype, absl::Span
     d.max = h->edges.back();
   }
   d.edges = std::move(h->edges);
-  d.counts = std::move(h->counts);
+  d.counts.assign(h->counts.begin(), h->counts.end());
   return d;
+}
+
+StepDistribution MergeStepDistributions(absl::Span<const StepDistribution* const> parts) {
+  StepDistribution out;
+  std::vector<double> edges, points;
+  bool any = false;
+  for (const StepDistribution* d : parts) {
+    if (d == nullptr) continue;
+    out.nan_count += d->nan_count;
+    out.inf_count += d->inf_count;
+    if (d->count == 0) continue;
+    out.count += d->count;
+    out.min = any ? std::min(out.min, d->min) : d->min;
+    out.max = any ? std::max(out.max, d->max) : d->max;
+    any = true;
+    if (d->min == d->max) {
+      points.push_back(d->min);
+    } else {
+      edges.insert(edges.end(), d->edges.begin(), d->edges.end());
+    }
+  }
+  if (!any) return out;
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  // A part of one value v gets a zero-width bin [v, v]: v twice in the edges.
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  for (double v : points) {
+    const bool present = std::binary_search(edges.begin(), edges.end(), v);
+    edges.insert(std::upper_bound(edges.begin(), edges.end(), v), present ? 1 : 2, v);
+  }
+  if (edges.size() < 2) edges.assign({out.min, out.max});  // defensive: one point
+  out.counts.assign(edges.size() - 1, 0.0);
+  for (const StepDistribution* d : parts) {
+    if (d == nullptr || d->count == 0) continue;
+    if (d->min == d->max) {
+      size_t j = std::lower_bound(edges.begin(), edges.end(), d->min) - edges.begin();
+      while (j + 1 < edges.size() && !(edges[j] == d->min && edges[j + 1] == d->min)) ++j;
+      out.counts[std::min(j, out.counts.size() - 1)] += static_cast<double>(d->count);
+      continue;
+    }
+    for (size_t i = 0; i + 1 < d->edges.size(); ++i) {
+      const double c = d->counts[i];
+      const double a = d->edges[i], b = d->edges[i + 1];
+      if (c == 0 || !(b > a)) continue;
+      for (size_t j = std::lower_bound(edges.begin(), edges.end(), a) - edges.begin();
+           j + 1 < edges.size() && edges[j] < b; ++j) {
+        const double overlap = std::min(b, edges[j + 1]) - std::max(a, edges[j]);
+        if (overlap > 0) out.counts[j] += c * overlap / (b - a);
+      }
+    }
+  }
+  out.edges = std::move(edges);
+  return out;
 }
 
 double Percentile(const StepDistribution& d, double p) {
@@ -41,7 +95,7 @@ double Percentile(const StepDistribution& d, double p) {
   const double rank = p / 100.0 * static_cast<double>(d.count - 1);
   double before = 0;
   for (size_t i = 0; i < d.counts.size(); ++i) {
-    const double c = static_cast<double>(d.counts[i]);
+    const double c = d.counts[i];
     if (c == 0) continue;
     if (rank < before + c) {
       // The bin's values spread evenly: the k-th of c sits at (k + 0.5) / c.
@@ -63,7 +117,7 @@ std::vector<double> Rebin(const StepDistribution& d, absl::Span<const double> ed
     return i == 0 ? size_t{0} : std::min(i - 1, out.size() - 1);
   };
   for (size_t i = 0; i < d.counts.size(); ++i) {
-    const double c = static_cast<double>(d.counts[i]);
+    const double c = d.counts[i];
     if (c == 0) continue;
     double a = d.edges[i], b = d.edges[i + 1];
     if (d.min == d.max) a = b = d.min;  // a single value

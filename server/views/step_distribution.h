@@ -25,8 +25,12 @@ struct StepDistribution {
   uint64_t count = 0;  // finite values
   uint64_t nan_count = 0, inf_count = 0;
   double min = 0, max = 0;       // of the finite values (0 when none)
-  std::vector<double> edges;     // kFineBins + 1 (empty when no finite value)
-  std::vector<uint64_t> counts;  // kFineBins
+  // The fine histogram: counts.size() + 1 edges, increasing (empty when no
+  // finite value). A step's own has kFineBins bins; a merge of several
+  // (MergeStepDistributions) has the union of their edges, where a zero-width
+  // bin [v, v] holds a part whose values all equal v, and fractional counts.
+  std::vector<double> edges;
+  std::vector<double> counts;
 
   // Bytes held (for the cache's budget).
   size_t bytes() const { return sizeof(*this) + edges.size() * 8 + counts.size() * 8; }
@@ -34,6 +38,16 @@ struct StepDistribution {
 
 // The distribution of the elements of type `dtype` in `data`.
 absl::StatusOr<StepDistribution> ComputeStepDistribution(DType dtype, absl::Span<const char> data);
+
+// The distribution of the union of `parts`' values (one step of several
+// workers): counts add up, min and max are the parts' extremes, and the fine
+// histogram is on the union of the parts' fine edges, which refines every
+// part's bins: each part's bin is spread over the union bins it covers in
+// proportion to their width. Under the model the percentiles already use
+// (values spread evenly inside each fine bin), nothing is lost: the merged
+// percentiles are those of the union of the values, exact to within one of
+// the parts' fine bins, as a single step's are. Null parts are skipped.
+StepDistribution MergeStepDistributions(absl::Span<const StepDistribution* const> parts);
 
 // The value at percentile `p` (0-100) of the finite values, linearly
 // interpolated inside the fine bin that holds it; p 0 and 100 are the exact

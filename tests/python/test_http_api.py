@@ -174,6 +174,39 @@ def test_distributions_match_numpy_percentiles_and_histograms(served):
     assert d["bands"][0][0] == min(float(_values(1, st).min()) for st in range(10))
 
 
+def test_every_worker_distributions_are_the_union_of_their_values(served):
+    """worker=*: one distribution per step over the union of the workers'
+    values, checked against numpy on the concatenated values: exact extremes
+    and counts, percentiles within one of the workers' fine bins, histograms
+    (the sum of the workers' on the shared bins) within a fine bin or two of
+    np.histogram's."""
+    s, trial = served
+    r = _get(s, f"/api/v1/trials/{trial}/distributions?tensor=w&worker=*&bins=20")
+    assert r["worker"] == "*" and r["total_steps"] == STEPS and r["step"] == list(range(STEPS))
+    percentiles = r["percentiles"]
+    union_all = np.concatenate([_values(w, st) for w in range(2) for st in range(STEPS)]).astype(np.float64)
+    edges = np.array(r["edges"])
+    assert edges[0] == union_all.min() and edges[-1] == union_all.max()  # the spike included
+    for st in range(STEPS):
+        parts = [_values(w, st).astype(np.float64) for w in range(2)]
+        v = np.concatenate(parts)
+        band = np.array(r["bands"][st])
+        assert band[0] == v.min() and band[-1] == v.max()
+        assert r["count"][st] == 2 * ELEMENTS and r["nan_count"][st] == 0
+        width = max((p.max() - p.min()) / 512 for p in parts) * 1.01
+        lower = np.percentile(v, percentiles, method="lower")
+        higher = np.percentile(v, percentiles, method="higher")
+        assert np.all(band >= lower - width) and np.all(band <= higher + width), (st, band, lower, higher)
+        hist = np.array(r["histograms"][st])
+        expected, _ = np.histogram(v, bins=edges)
+        assert abs(hist.sum() - 2 * ELEMENTS) < 1e-6
+        assert np.abs(hist - expected).max() <= 0.05 * 2 * ELEMENTS
+    # Downsampled buckets keep the envelope over the merged steps.
+    d = _get(s, f"/api/v1/trials/{trial}/distributions?tensor=w&worker=*&points=3")
+    assert d["downsampled"] and d["bands"][1][-1] == SPIKE
+    assert d["bands"][0][0] == min(float(_values(w, st).min()) for w in range(2) for st in range(10))
+
+
 def test_one_step_histogram_is_numpys(served):
     s, trial = served
     r = _get(s, f"/api/v1/trials/{trial}/histogram?tensor=w&step=5&worker=worker_1&bins=30")

@@ -3,6 +3,7 @@
 // text writer, against values computed here by hand or by brute force.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -107,6 +108,67 @@ TEST(StepDistribution, ExactExtremesAndPercentilesWithinABin) {
     EXPECT_GE(got, lower - width) << p;
     EXPECT_LE(got, upper + width) << p;
   }
+}
+
+// Workers' distributions of one step merged ("all workers"): counts add up,
+// the extremes are exact, and percentiles are those of the union of the
+// values (sorted here) within one of the parts' fine bins, also with a part
+// that holds one value only.
+TEST(StepDistribution, MergeIsTheUnionsDistribution) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> narrow(0, 1), wide(3, 10);
+  std::vector<float> a(5000), b(12000), c(300, 7.25f);
+  for (float& x : a) x = narrow(rng);
+  for (float& x : b) x = wide(rng);
+  b[0] = NAN;
+  auto da = ComputeStepDistribution(DType::kFloat32, Bytes(a));
+  auto db = ComputeStepDistribution(DType::kFloat32, Bytes(b));
+  auto dc = ComputeStepDistribution(DType::kFloat32, Bytes(c));
+  ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
+  const StepDistribution* parts[] = {&*da, nullptr, &*db, &*dc};
+  const StepDistribution m = MergeStepDistributions(parts);
+  std::vector<double> all;
+  for (const auto* v : {&a, &b, &c}) {
+    for (float x : *v) {
+      if (std::isfinite(x)) all.push_back(x);
+    }
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(m.count, all.size());
+  EXPECT_EQ(m.nan_count, 1u);
+  EXPECT_EQ(m.min, all.front());
+  EXPECT_EQ(m.max, all.back());
+  EXPECT_NEAR(std::accumulate(m.counts.begin(), m.counts.end(), 0.0), all.size(), 1e-6);
+  EXPECT_EQ(Percentile(m, 0), all.front());
+  EXPECT_EQ(Percentile(m, 100), all.back());
+  const double width = std::max((da->max - da->min), (db->max - db->min)) /
+                       StepDistribution::kFineBins;
+  for (double p : {1.0, 6.68, 15.87, 30.85, 50.0, 69.15, 84.13, 93.32, 99.0}) {
+    const double rank = p / 100 * (all.size() - 1);
+    const double lower = all[static_cast<size_t>(std::floor(rank))];
+    const double upper = all[static_cast<size_t>(std::ceil(rank))];
+    const double got = Percentile(m, p);
+    EXPECT_GE(got, lower - width) << p;
+    EXPECT_LE(got, upper + width) << p;
+  }
+  // The constant part sits at its value: the shared-range histogram of the
+  // merge is the sum of the parts' (Rebin is linear).
+  const std::vector<double> edges = {-40, -5, 0, 7, 7.5, 50};
+  const auto rm = Rebin(m, edges);
+  std::vector<double> sum(edges.size() - 1, 0.0);
+  for (const auto* d : {&*da, &*db, &*dc}) {
+    const auto r = Rebin(*d, edges);
+    for (size_t k = 0; k < sum.size(); ++k) sum[k] += r[k];
+  }
+  for (size_t k = 0; k < sum.size(); ++k) EXPECT_NEAR(rm[k], sum[k], 1e-6 * all.size()) << k;
+  // One part alone merges to itself.
+  const StepDistribution* one[] = {&*da};
+  const StepDistribution same = MergeStepDistributions(one);
+  for (double p : {6.68, 50.0, 93.32}) EXPECT_DOUBLE_EQ(Percentile(same, p), Percentile(*da, p));
+  // Only constant parts, and nothing.
+  const StepDistribution* consts[] = {&*dc, &*dc};
+  EXPECT_EQ(Percentile(MergeStepDistributions(consts), 50), 7.25);
+  EXPECT_EQ(MergeStepDistributions({}).count, 0u);
 }
 
 TEST(StepDistribution, ConstantAndEmpty) {
