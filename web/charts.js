@@ -39,20 +39,55 @@
     return chart;
   }
 
-  // Drag across a chart to zoom on a step range, double-click to reset.
+  // Drag across a chart to zoom on a step range, double-click to reset. While
+  // dragging, a box (div.zoom-box over the canvas, its data-from / data-to the
+  // steps it spans) shows the range that will be fetched; Escape or leaving
+  // the page's window cancels it.
   function dragZoom(canvas, onZoom) {
     if (!onZoom || canvas.dataset.zoom) return;
     canvas.dataset.zoom = "1";
-    let start = null;
-    canvas.addEventListener("mousedown", (e) => { start = e.offsetX; });
+    let start = null, box = null;
+    const steps = (chart, a, b) => [Math.max(0, Math.floor(chart.scales.x.getValueForPixel(Math.min(a, b)))),
+                                    Math.ceil(chart.scales.x.getValueForPixel(Math.max(a, b))) + 1];
+    const clear = () => { start = null; if (box) { box.remove(); box = null; } };
+    const inArea = (chart, x) => Math.min(Math.max(x, chart.chartArea.left), chart.chartArea.right);
+    canvas.addEventListener("mousedown", (e) => {
+      const chart = Chart.getChart(canvas);
+      if (e.button !== 0 || !chart) return;
+      clear();
+      start = inArea(chart, e.offsetX);
+    });
+    canvas.addEventListener("mousemove", (e) => {
+      const chart = Chart.getChart(canvas);
+      if (start === null || !chart) return;
+      const x = inArea(chart, e.offsetX);
+      if (!box && Math.abs(x - start) < 3) return;
+      if (!box) {
+        box = document.createElement("div");
+        box.className = "zoom-box";
+        canvas.parentElement.append(box);
+      }
+      const area = chart.chartArea;
+      const [from, to] = steps(chart, start, x);
+      Object.assign(box.style, {left: `${canvas.offsetLeft + Math.min(start, x)}px`, width: `${Math.abs(x - start)}px`,
+                                top: `${canvas.offsetTop + area.top}px`, height: `${area.bottom - area.top}px`});
+      box.dataset.from = from;
+      box.dataset.to = to;
+      box.title = `steps ${from} to ${to - 1}`;
+    });
     canvas.addEventListener("mouseup", (e) => {
       const chart = Chart.getChart(canvas);
-      if (start === null || !chart || Math.abs(e.offsetX - start) < 6) { start = null; return; }
-      const a = chart.scales.x.getValueForPixel(Math.min(start, e.offsetX));
-      const b = chart.scales.x.getValueForPixel(Math.max(start, e.offsetX));
-      start = null;
-      onZoom(Math.max(0, Math.floor(a)), Math.ceil(b) + 1);
+      if (start === null || !chart) { clear(); return; }
+      const x = inArea(chart, e.offsetX);
+      const far = Math.abs(x - start) >= 6;
+      const [from, to] = steps(chart, start, x);
+      clear();
+      if (far) onZoom(from, to);
     });
+    canvas.addEventListener("mouseleave", (e) => { if (!(e.buttons & 1)) clear(); });
+    window.addEventListener("keydown", (e) => { if (e.key === "Escape") clear(); });
+    window.addEventListener("blur", clear);
+    window.addEventListener("mouseup", () => { if (start !== null) clear(); });  // released elsewhere
     canvas.addEventListener("dblclick", () => onZoom(null, null));
   }
 

@@ -4,7 +4,9 @@ real collector serves on --http-listen, and the test checks that they load
 without console errors or exceptions, list the test's trials, draw the charts
 (Chart.js charts and their datasets counted, points compared with what the
 test pushed), update live when the test completes a new step, creates a trial
-(shown on the trials page within a second) and when a rule reports, compare two trials on one plot, and ask for a token (showing no
+(shown on the trials page within a second) and when a rule reports, draw a
+selection box while the mouse drags across a curve and then fetch the selected
+steps, compare two trials on one plot, and ask for a token (showing no
 trial) when the collector runs with --auth-tokens.
 
 Skips with a printed reason without chromium or python3-websocket. Every wait
@@ -228,6 +230,44 @@ def test_pages_draw_and_update_live(http_collector, browser):
     browser.eval("(() => { const s = document.querySelector('select[name=worker]'); s.value = '*';"
                  " s.dispatchEvent(new Event('change')); })()")
     browser.wait("Chart.getChart(document.querySelector('#scalars')).data.datasets.length === 2", "a curve per worker")
+    assert browser.errors == []
+
+    # Drag to zoom: real mouse events on the loss chart draw a selection box
+    # while dragging; releasing asks the collector for the selected steps.
+    browser.eval("""(() => { window.tkFetched = []; const f = window.fetch;
+        window.fetch = (u, o) => { window.tkFetched.push(String(u)); return f(u, o); }; })()""")
+    box = browser.eval("""(() => { const c = document.querySelector('#scalars'); c.scrollIntoView({block: 'center'});
+        const r = c.getBoundingClientRect(), a = Chart.getChart(c).chartArea;
+        return {left: r.left, top: r.top, x1: Math.round(r.left + a.left + 0.3 * (a.right - a.left)),
+                x2: Math.round(r.left + a.left + 0.7 * (a.right - a.left)), y: Math.round(r.top + (a.top + a.bottom) / 2)}; })()""")
+    expect = browser.eval(f"""(() => {{ const x = Chart.getChart(document.querySelector('#scalars')).scales.x;
+        return [Math.max(0, Math.floor(x.getValueForPixel({box['x1']} - {box['left']}))),
+                Math.ceil(x.getValueForPixel({box['x2']} - {box['left']})) + 1]; }})()""")
+    assert 0 < expect[0] < expect[1] <= STEPS + 2, expect
+
+    def mouse(kind, x, buttons):
+        browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=box["y"], button="left", buttons=buttons,
+                     clickCount=1 if kind != "mouseMoved" else 0)
+
+    mouse("mousePressed", box["x1"], 1)
+    for x in np.linspace(box["x1"], box["x2"], 5)[1:]:
+        mouse("mouseMoved", int(x), 1)
+    drawn = browser.eval("""(() => { const b = document.querySelector('.zoom-box'); if (!b) return null;
+        const r = b.getBoundingClientRect();
+        return {w: r.width, h: r.height, visible: getComputedStyle(b).display !== 'none',
+                from: Number(b.dataset.from), to: Number(b.dataset.to)}; })()""")
+    assert drawn and drawn["visible"] and drawn["h"] > 50, drawn
+    assert abs(drawn["w"] - (box["x2"] - box["x1"])) <= 2, drawn
+    assert abs(drawn["from"] - expect[0]) <= 1 and abs(drawn["to"] - expect[1]) <= 1, (drawn, expect)
+    mouse("mouseReleased", box["x2"], 0)
+    assert browser.eval("document.querySelector('.zoom-box')") is None  # gone once released
+    asked = browser.wait("""window.tkFetched.map(u => new URL(u, location.origin))
+        .filter(u => u.pathname.endsWith('/scalars') && u.searchParams.has('from'))
+        .map(u => [Number(u.searchParams.get('from')), Number(u.searchParams.get('to'))])[0]""", "the zoomed request")
+    assert asked == [drawn["from"], drawn["to"]], (asked, drawn)
+    browser.wait(f"Chart.getChart(document.querySelector('#scalars')).data.datasets[0].data.length === {asked[1] - asked[0]}",
+                 "the loss curve at full resolution over the selected steps")
+    assert browser.eval("document.querySelector('input[name=from]').value") == str(asked[0])
     assert browser.errors == []
 
     # Compare: both trials on each plot.
