@@ -167,6 +167,24 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> Trial::Collectio
   return out;
 }
 
+absl::StatusOr<std::vector<v1::CollectionInfo>> Trial::CollectionInfos() const {
+  TK_ASSIGN_OR_RETURN(auto c, (Call<v1::TrialRef, v1::CollectionsResponse>(
+                                  *connection_, &v1::TensorKeep::Stub::ListCollections,
+                                  Ref(name_))));
+  return std::vector<v1::CollectionInfo>(c.collections().begin(), c.collections().end());
+}
+
+absl::StatusOr<uint32_t> Trial::PutCollections(
+    const std::string& worker, const std::vector<v1::CollectionConfig>& collections) const {
+  v1::PutCollectionsRequest r;
+  r.set_trial(name_);
+  r.set_worker(worker);
+  for (const auto& c : collections) *r.add_collections() = c;
+  TK_ASSIGN_OR_RETURN(auto resp, (Call<v1::PutCollectionsRequest, v1::PutCollectionsResponse>(
+                                     *connection_, &v1::TensorKeep::Stub::PutCollections, r)));
+  return resp.collections();
+}
+
 absl::StatusOr<StepState> Trial::HasPassedStep(uint64_t step, int mode) const {
   v1::HasPassedStepRequest r;
   r.set_trial(name_);

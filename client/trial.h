@@ -78,6 +78,13 @@ class Trial {
   // Declares `worker` LOST (steps complete without it); returns its status.
   absl::StatusOr<v1::WorkerStatus> DeclareWorkerLost(const std::string& worker) const;
   absl::StatusOr<std::map<std::string, std::vector<std::string>>> Collections() const;
+  // Every collection with its configuration (PutCollections), empty ones
+  // included, sorted by name.
+  absl::StatusOr<std::vector<v1::CollectionInfo>> CollectionInfos() const;
+  // Stores `collections` as `worker`'s collection configuration (replacing
+  // what it sent before); returns how many collections the trial has now.
+  absl::StatusOr<uint32_t> PutCollections(const std::string& worker,
+                                          const std::vector<v1::CollectionConfig>& collections) const;
   absl::StatusOr<StepState> HasPassedStep(uint64_t step, int mode = kGlobal) const;
   // Returns when every step is available; StepUnavailable / NoMoreData when
   // one never will be; Timeout after `timeout_seconds` (0: no limit).

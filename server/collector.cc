@@ -432,4 +432,38 @@ void Collector::ReportRuleStatus(v1::RuleStatus status,
   Submit(std::move(w));
 }
 
+void Collector::PutCollections(
+    const v1::PutCollectionsRequest& request,
+    std::function<void(absl::StatusOr<v1::PutCollectionsResponse>)> done) {
+  auto trial = [&]() -> absl::StatusOr<std::shared_ptr<Trial>> {
+    TK_RETURN_IF_ERROR(ValidatePutCollections(request));
+    if (auto existing = GetTrial(request.trial()); existing.ok() && (*existing)->ended()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("trial '", request.trial(),
+                       "' has ended: its collections can no longer change"));
+    }
+    return GetOrCreateTrial(request.trial());
+  }();
+  if (!trial.ok()) {
+    done(trial.status());
+    return;
+  }
+  auto stored = std::make_shared<storage::WorkerCollections>(ToStored(request));
+  stored->set_updated_unix(Now());
+  PendingWrite w;
+  w.trial = *trial;
+  w.update.collections = std::move(stored);
+  w.update.collections_worker = request.worker();
+  w.done = [t = *trial, done = std::move(done)](const absl::Status& s) {
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    v1::PutCollectionsResponse response;
+    response.set_collections(static_cast<uint32_t>(CollectionCount(t->CollectionConfigsByWorker())));
+    done(response);
+  };
+  Submit(std::move(w));
+}
+
 }  // namespace tensorkeep

@@ -228,6 +228,13 @@ class Collector {
   // EndTrial does.
   void ReportRuleStatus(v1::RuleStatus status,
                         std::function<void(absl::StatusOr<v1::RuleStatus>)> done);
+  // Stores the collection configuration of `request.worker()` (replacing
+  // what it sent before), creating the trial as a writer's Open does; calls
+  // `done` once durable, or with the error (BAD_REQUEST: malformed, see
+  // ValidatePutCollections; FAILED_PRECONDITION: the trial ended;
+  // RESOURCE_EXHAUSTED: beyond the trial's limits), as EndTrial does.
+  void PutCollections(const v1::PutCollectionsRequest& request,
+                      std::function<void(absl::StatusOr<v1::PutCollectionsResponse>)> done);
 
  private:
   Collector(const CollectorOptions& options, TensorStore* store);

@@ -260,6 +260,33 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
     }
   }
 
+  if (u.collections != nullptr) {
+    const storage::TrialMeta* known_tm = nullptr;
+    if (auto it = staged->trials.find(trial); it != staged->trials.end()) {
+      known_tm = &it->second;
+    } else if (auto d = trial_meta_.find(trial); d != trial_meta_.end()) {
+      known_tm = &d->second;
+    }
+    if (known_tm != nullptr && known_tm->ended()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "trial '", trial, "' has ended: its collections can no longer change (worker '",
+          u.collections_worker, "')"));
+    }
+    CollectionConfigs view = write.trial->CollectionConfigsByWorker();
+    for (const auto& [w, c] : staged->collections[trial]) view[w] = c;
+    view[u.collections_worker] = u.collections;
+    const size_t bytes = ConfigBytes(view);
+    const size_t count = CollectionCount(view);
+    if (bytes > kMaxCollectionConfigBytes || count > kMaxCollections) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "trial '", trial, "' would hold ", count, " collections in ", bytes,
+          " bytes of configuration with what worker '", u.collections_worker,
+          "' sent; the limits are ", kMaxCollections, " collections and ", kMaxCollectionConfigBytes,
+          " bytes a trial, all workers together (proto/limits.proto): configure fewer or "
+          "smaller collections"));
+    }
+  }
+
   bool trial_changed = false;
   storage::TrialMeta& tm = StagedCopy(&staged->trials, trial_meta_, trial, &trial_changed);
   const double now =
@@ -294,6 +321,11 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
       tm.set_stop_requested(true);
       trial_changed = true;
     }
+  }
+
+  if (u.collections != nullptr) {
+    put(CollectionsKey(trial, u.collections_worker), *u.collections);
+    staged->collections[trial][u.collections_worker] = u.collections;
   }
 
   if (!u.worker.empty()) {
@@ -396,6 +428,11 @@ void Committer::StageDeletion(const PendingWrite& write, Staged* staged,
   for (const v1::RuleStatus& r : write.trial->RuleStatuses()) rules.insert(r.rule());
   for (const std::string& rule : rules) b->Delete(RuleKey(trial, rule));
   staged->rules.erase(trial);
+  std::set<std::string> configured;
+  for (const auto& [w, c] : write.trial->CollectionConfigsByWorker()) configured.insert(w);
+  for (const auto& [w, c] : staged->collections[trial]) configured.insert(w);
+  for (const std::string& w : configured) b->Delete(CollectionsKey(trial, w));
+  staged->collections.erase(trial);
   staged->trials.erase(trial);
   staged->worker_counts.erase(trial);
   staged->deleted[trial] = {u.deleted_by, u.deleted_unix};

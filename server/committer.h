@@ -125,6 +125,8 @@ class Committer {
     std::map<std::string, std::pair<std::string, double>> deleted;
     // Rule statuses the group stores, by trial (a deletion removes them too).
     std::map<std::string, std::set<std::string>> rules;
+    // Collection configurations the group stores: trial -> worker -> them.
+    std::map<std::string, CollectionConfigs> collections;
     // Trials the group ends, and when.
     std::vector<std::pair<std::shared_ptr<Trial>, double>> ended;
   };

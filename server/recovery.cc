@@ -205,6 +205,26 @@ absl::Status Collector::Recover() {
       }));
   TK_RETURN_IF_ERROR(bad);
 
+  TK_RETURN_IF_ERROR(store_->Scan(
+      FamilyPrefix(KeyFamily::kCollections), [&](std::string_view k, std::string_view v) {
+        KeyReader r(k);
+        KeyFamily f;
+        std::string_view trial, worker;
+        auto stored = std::make_shared<storage::WorkerCollections>();
+        if (!r.Family(&f) || !r.Str(&trial) || !r.Str(&worker) ||
+            !stored->ParseFromArray(v.data(), v.size())) {
+          return corrupt("collections");
+        }
+        Trial* t = trial_of(trial);
+        if (t == nullptr) return corrupt("collections (unknown trial)");
+        TrialUpdate u;
+        u.collections = std::move(stored);
+        u.collections_worker = std::string(worker);
+        t->ApplyQuietly(u);
+        return true;
+      }));
+  TK_RETURN_IF_ERROR(bad);
+
   for (const auto& [name, meta] : trial_meta) {
     if (meta.ended()) {
       TrialUpdate u;

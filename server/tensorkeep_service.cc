@@ -281,11 +281,7 @@ grpc::ServerUnaryReactor* TensorKeepService::ListCollections(grpc::CallbackServe
                                                              v1::CollectionsResponse* response) {
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
-    for (const auto& [name, tensors] : trial->Collections()) {
-      v1::CollectionInfo* c = response->add_collections();
-      c->set_name(name);
-      AddAll(tensors, c->mutable_tensor_names());
-    }
+    for (auto& c : trial->CollectionInfos()) *response->add_collections() = std::move(c);
     return absl::OkStatus();
   });
 }
@@ -295,16 +291,31 @@ grpc::ServerUnaryReactor* TensorKeepService::GetCollection(grpc::CallbackServerC
                                                            v1::CollectionInfo* response) {
   return Unary(context, [&]() -> absl::Status {
     TK_ASSIGN_OR_RETURN(auto trial, TrialFor(context, request->trial()));
-    auto all = trial->Collections();
-    auto it = all.find(request->name());
-    if (it == all.end()) {
-      return absl::NotFoundError(absl::StrCat("collection '", request->name(),
-                                              "' not found in trial '", request->trial(), "'"));
+    for (auto& c : trial->CollectionInfos()) {
+      if (c.name() != request->name()) continue;
+      *response = std::move(c);
+      return absl::OkStatus();
     }
-    response->set_name(it->first);
-    AddAll(it->second, response->mutable_tensor_names());
-    return absl::OkStatus();
+    return absl::NotFoundError(absl::StrCat("collection ", QuoteInput(request->name()),
+                                            " not found in trial '", request->trial(), "'"));
   });
+}
+
+grpc::ServerUnaryReactor* TensorKeepService::PutCollections(
+    grpc::CallbackServerContext* context, const v1::PutCollectionsRequest* request,
+    v1::PutCollectionsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status allowed = CheckTrial(context, request->trial()); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed, context));
+    return reactor;
+  }
+  collector_->PutCollections(
+      *request,
+      [context, reactor, response](absl::StatusOr<v1::PutCollectionsResponse> stored) {
+        if (stored.ok()) *response = std::move(*stored);
+        reactor->Finish(ToGrpcStatus(stored.status(), context));
+      });
+  return reactor;
 }
 
 grpc::ServerWriteReactor<v1::TensorValue>* TensorKeepService::GetValue(

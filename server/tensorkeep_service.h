@@ -113,6 +113,9 @@ class TensorKeepService final : public v1::TensorKeep::CallbackService {
   grpc::ServerUnaryReactor* ReportRuleStatus(grpc::CallbackServerContext* context,
                                              const v1::RuleStatus* request,
                                              v1::RuleStatus* response) override;
+  grpc::ServerUnaryReactor* PutCollections(grpc::CallbackServerContext* context,
+                                           const v1::PutCollectionsRequest* request,
+                                           v1::PutCollectionsResponse* response) override;
   grpc::ServerUnaryReactor* ListRuleStatuses(grpc::CallbackServerContext* context,
                                              const v1::TrialRef* request,
                                              v1::RuleStatusList* response) override;

@@ -142,6 +142,9 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
     worker_info_[wid].lost_unix = 0;
   }
   if (update.end_trial) tracker_.End();
+  if (update.collections != nullptr) {
+    collection_configs_[update.collections_worker] = update.collections;
+  }
   if (update.complete_floor != StepTracker::kNone) tracker_.RaiseFloor(update.complete_floor);
   if (update.rule_status.has_value()) {
     const v1::RuleStatus& rs = *update.rule_status;

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/tensorkeep.pb.h"
+#include "server/collection_config.h"
 #include "server/notifier.h"
 #include "server/step_tracker.h"
 
@@ -93,6 +94,10 @@ struct TrialUpdate {
   double lost_unix = 0;     // kLost: when
   bool end_trial = false;
   std::optional<v1::RuleStatus> rule_status;
+  // The collection configuration `collections_worker` sent (PutCollections):
+  // it replaces what that worker sent before. Null: none.
+  WorkerCollectionsPtr collections;
+  std::string collections_worker;
   // The trial is deleted (Collector::DeleteTrial): by whom (a token's NAME,
   // or "retention") and when. Nothing else of the update applies.
   bool delete_trial = false;
@@ -203,6 +208,13 @@ class Trial : public std::enable_shared_from_this<Trial> {
   void DescribeStep(uint64_t step, v1::StepEvent* event) const;
   std::vector<int> Modes() const;
   std::map<std::string, std::vector<std::string>> Collections() const;
+  // Every collection: those tensors were saved under and those configured
+  // (PutCollections), by name, with the merged configuration
+  // (MergeCollections) and as tensor names those saved under it and those
+  // configured.
+  std::vector<v1::CollectionInfo> CollectionInfos() const;
+  // What each worker configured (PutCollections), by worker.
+  CollectionConfigs CollectionConfigsByWorker() const;
   // mode(global_step) and mode_step(global_step).
   absl::StatusOr<StepInfo> ModeOf(uint64_t global_step) const;
   // global_step(mode, mode_step).
@@ -320,6 +332,7 @@ class Trial : public std::enable_shared_from_this<Trial> {
   // global step -> its blocks, in the order written (ids increase).
   absl::flat_hash_map<uint64_t, absl::InlinedVector<StoredBlock, 1>> blocks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<std::string>> collections_ ABSL_GUARDED_BY(mu_);
+  CollectionConfigs collection_configs_ ABSL_GUARDED_BY(mu_);
   StepTracker tracker_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::RuleStatus> rules_ ABSL_GUARDED_BY(mu_);
   // Change number -> rule, and the reverse: each rule under its last change.

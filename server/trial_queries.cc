@@ -2,6 +2,7 @@
 // collections, locating a tensor's records, rule statuses.
 #include <algorithm>
 #include <memory>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -89,6 +90,25 @@ absl::StatusOr<std::vector<std::string>> Trial::TensorNames(std::optional<uint64
                      "tensor_names accepts either regex or collection, not both");
   }
   TK_ASSIGN_OR_RETURN(const std::vector<std::unique_ptr<RE2>> patterns, CompileRegexes(regex));
+  // A collection's members: the names saved under it, the names its
+  // configuration lists, and saved names its include_regex matches (those
+  // RE2 runs; the Python client matches the others). Its configuration is
+  // merged and compiled before the scan takes the lock.
+  bool configured = false;
+  std::set<std::string> configured_names;
+  std::vector<std::unique_ptr<RE2>> collection_patterns;
+  if (!collection.empty()) {
+    const auto merged = MergeCollections(CollectionConfigsByWorker());
+    if (auto c = merged.find(collection); c != merged.end()) {
+      configured = true;
+      configured_names.insert(c->second.config.tensor_names().begin(),
+                              c->second.config.tensor_names().end());
+      collection_patterns = CompileCollectionRegexes(c->second.config);
+    }
+  }
+  // Names saved under the collection, or that its configuration lists: they
+  // need no regex.
+  std::vector<bool> member;
   // Under the lock, only the names that pass the step, mode and collection
   // filters; the regexes run after it is released, so a slow match never
   // holds up the committer (Apply needs the lock exclusively). The pointers
@@ -105,11 +125,16 @@ absl::StatusOr<std::vector<std::string>> Trial::TensorNames(std::optional<uint64
     const std::set<std::string>* members = nullptr;
     if (!collection.empty()) {
       auto it = collections_.find(collection);
-      if (it == collections_.end()) return std::vector<std::string>();
-      members = &it->second;
+      if (it == collections_.end() && !configured) return std::vector<std::string>();
+      if (it != collections_.end()) members = &it->second;
     }
     for (const auto& [name, entry] : tensors_) {
-      if (members != nullptr && members->count(name) == 0) continue;
+      bool is_member = false;
+      if (!collection.empty()) {
+        is_member = (members != nullptr && members->count(name) != 0) ||
+                    configured_names.count(name) != 0;
+        if (!is_member && collection_patterns.empty()) continue;
+      }
       if (global.has_value()) {
         if (entry.steps.count(*global) == 0) continue;
       } else if (!IsGlobalMode(mode)) {
@@ -124,10 +149,17 @@ absl::StatusOr<std::vector<std::string>> Trial::TensorNames(std::optional<uint64
         if (!in_mode) continue;
       }
       candidates.push_back(&name);
+      member.push_back(is_member);
     }
   }
   std::vector<std::string> out;
-  for (const std::string* name : candidates) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string* name = candidates[i];
+    if (!collection.empty() && !member[i]) {
+      const bool any = std::any_of(collection_patterns.begin(), collection_patterns.end(),
+                                   [&](const auto& p) { return RE2::PartialMatch(*name, *p); });
+      if (!any) continue;
+    }
     if (!patterns.empty()) {
       // smdebug matches with re.search (match_inc): anywhere in the name.
       const bool any = std::any_of(patterns.begin(), patterns.end(),
@@ -215,6 +247,36 @@ std::map<std::string, std::vector<std::string>> Trial::Collections() const {
   std::map<std::string, std::vector<std::string>> out;
   for (const auto& [c, names] : collections_) {
     out[c] = std::vector<std::string>(names.begin(), names.end());
+  }
+  return out;
+}
+
+CollectionConfigs Trial::CollectionConfigsByWorker() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return collection_configs_;
+}
+
+std::vector<v1::CollectionInfo> Trial::CollectionInfos() const {
+  std::map<std::string, std::vector<std::string>> saved = Collections();
+  const std::map<std::string, MergedCollection> merged =
+      MergeCollections(CollectionConfigsByWorker());
+  std::set<std::string> names;
+  for (const auto& [name, tensors] : saved) names.insert(name);
+  for (const auto& [name, m] : merged) names.insert(name);
+  std::vector<v1::CollectionInfo> out;
+  out.reserve(names.size());
+  for (const std::string& name : names) {
+    v1::CollectionInfo& info = out.emplace_back();
+    info.set_name(name);
+    std::set<std::string> tensors;
+    if (auto s = saved.find(name); s != saved.end()) tensors.insert(s->second.begin(), s->second.end());
+    if (auto m = merged.find(name); m != merged.end()) {
+      info.set_configured(true);
+      *info.mutable_config() = m->second.config;
+      for (const std::string& w : m->second.workers) info.add_configured_by(w);
+      tensors.insert(m->second.config.tensor_names().begin(), m->second.config.tensor_names().end());
+    }
+    for (const std::string& t : tensors) info.add_tensor_names(t);
   }
   return out;
 }

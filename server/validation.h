@@ -30,6 +30,9 @@ inline constexpr size_t kMaxTrials = v1::MAX_TRIALS;
 inline constexpr size_t kMaxStepsPerTrial = v1::MAX_STEPS_PER_TRIAL;
 inline constexpr size_t kMaxRegexBytes = v1::MAX_REGEX_BYTES;
 inline constexpr size_t kMaxRegexes = v1::MAX_REGEXES;
+// PutCollections (server/collection_config.h).
+inline constexpr size_t kMaxCollections = v1::MAX_COLLECTIONS;
+inline constexpr size_t kMaxCollectionConfigBytes = v1::MAX_COLLECTION_CONFIG_BYTES;
 inline constexpr size_t kMaxRuleMessageBytes = v1::MAX_RULE_MESSAGE_BYTES;
 inline constexpr size_t kMaxReductionNameBytes = v1::MAX_REDUCTION_NAME_BYTES;
 inline constexpr int kMaxWaitSteps = v1::MAX_WAIT_STEPS;

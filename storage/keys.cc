@@ -72,6 +72,9 @@ std::string ValueKey(std::string_view trial, uint64_t step, std::string_view wor
 std::string RuleKey(std::string_view trial, std::string_view rule) {
   return KeyBuilder(KeyFamily::kRule).Str(trial).Str(rule).Take();
 }
+std::string CollectionsKey(std::string_view trial, std::string_view worker) {
+  return KeyBuilder(KeyFamily::kCollections).Str(trial).Str(worker).Take();
+}
 std::string ValueGarbageKey(uint64_t file) {
   return KeyBuilder(KeyFamily::kValueGarbage).U64(file).Take();
 }

@@ -16,6 +16,9 @@
 //                                                (TensorStore::Get reads them)
 //                                                (the block holding its metadata)
 //   kRule       trial, rule                    -> RuleStatus
+//   kCollections   trial, worker               -> storage::WorkerCollections: the
+//                                                collection configuration a worker
+//                                                sent (PutCollections)
 //   kValueGarbage  file                        -> storage::ValueGarbage: bytes of
 //                                                a value-log file no key refers to
 //                                                any more (kept by the store)
@@ -56,6 +59,9 @@ enum class KeyFamily : uint8_t {
   kBlock = 8,
   kValueGarbage = 9,
   kDeletedTrial = 10,
+  // Added in format 7 without a new version: a database without any reads
+  // as trials without configured collections.
+  kCollections = 11,
 };
 
 // The version of this key schema and its values, stored under FormatKey().
@@ -104,6 +110,7 @@ std::string BlockKey(std::string_view trial, uint64_t step, std::string_view wor
 std::string ValueKey(std::string_view trial, uint64_t step, std::string_view worker,
                      uint64_t block_id, std::string_view name);
 std::string RuleKey(std::string_view trial, std::string_view rule);
+std::string CollectionsKey(std::string_view trial, std::string_view worker);
 std::string ValueGarbageKey(uint64_t file);
 std::string DeletedTrialKey(std::string_view trial, uint64_t block_bound);
 // The prefix of the large values of block `block_id` of `trial`.

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
@@ -52,7 +53,8 @@ commands:
                                            last saved and committed step, connection
   worker-lost TRIAL WORKER                 declare a worker lost: later steps complete
                                            without it (until it reconnects)
-  collections TRIAL
+  collections TRIAL                        each collection: its tensors, and the writers'
+                                           regexes, save and reduction configs
   put TRIAL NAME --step N --file X.npy [--mode M --mode-step K] [--worker W]
       [--collection C ...] [--num-workers N (default: the trial's)]
                                            store one tensor and commit the step
@@ -195,7 +197,7 @@ int Info(const Args& args, Context& ctx) {
   client::Trial trial(ctx.connection, args.positional()[0]);
   auto summary = trial.Summary();
   if (!summary.ok()) return Fail(summary.status());
-  auto collections = trial.Collections();
+  auto collections = trial.CollectionInfos();
   if (!collections.ok()) return Fail(collections.status());
   auto rules = trial.RuleStatuses();
   if (!rules.ok()) return Fail(rules.status());
@@ -215,7 +217,10 @@ int Info(const Args& args, Context& ctx) {
             << ", complete through " << s.complete_through() << "\nmodes:           ";
   for (int m : s.modes()) std::cout << " " << client::ModeText(m);
   std::cout << "\ntensors:          " << s.num_tensors() << "\ncollections:     ";
-  for (const auto& [name, tensors] : *collections) std::cout << " " << name << "(" << tensors.size() << ")";
+  for (const auto& c : *collections) {
+    std::cout << " " << c.name() << "(" << c.tensor_names_size() << (c.configured() ? ", configured" : "")
+              << ")";
+  }
   std::cout << "\n";
   if (s.stop_requested()) std::cout << "stop requested:   " << s.stop_reason() << "\n";
   for (const auto& r : *rules) {
@@ -294,23 +299,47 @@ int WorkerLost(const Args& args, Context& ctx) {
   return 0;
 }
 
+std::string SaveConfigText(const v1::SaveConfigMode& s) {
+  std::string out = absl::StrCat(client::ModeText(s.mode()), ": every ", s.save_interval(),
+                                 " from ", s.start_step());
+  if (s.has_end_step()) absl::StrAppend(&out, " to ", s.end_step());
+  if (s.save_steps_size() > 0) absl::StrAppend(&out, ", and steps ", absl::StrJoin(s.save_steps(), ","));
+  return out;
+}
+
+std::string ReductionText(const v1::ReductionConfig& r) {
+  std::vector<std::string> parts(r.reductions().begin(), r.reductions().end());
+  for (const auto& n : r.norms()) parts.push_back(n + "_norm");
+  for (const auto& n : r.abs_reductions()) parts.push_back("abs_" + n);
+  for (const auto& n : r.abs_norms()) parts.push_back("abs_" + n + "_norm");
+  return absl::StrCat(parts.empty() ? "none" : absl::StrJoin(parts, ","),
+                      r.save_raw_tensor() ? " (and the raw tensor)" : " (raw tensor not saved)");
+}
+
 int Collections(const Args& args, Context& ctx) {
   if (args.positional().size() != 1) return UsageError("collections needs TRIAL");
-  auto c = client::Trial(ctx.connection, args.positional()[0]).Collections();
+  auto c = client::Trial(ctx.connection, args.positional()[0]).CollectionInfos();
   if (!c.ok()) return Fail(c.status());
   if (ctx.json) {
-    google::protobuf::Struct out;
-    for (const auto& [name, tensors] : *c) {
-      auto* list = (*out.mutable_fields())[name].mutable_list_value();
-      for (const auto& t : tensors) list->add_values()->set_string_value(t);
-    }
+    v1::CollectionsResponse out;
+    for (const auto& info : *c) *out.add_collections() = info;
     std::cout << ToJson(out) << "\n";
     return 0;
   }
-  for (const auto& [name, tensors] : *c) {
-    std::cout << name << ":";
-    for (const auto& t : tensors) std::cout << " " << t;
+  for (const auto& info : *c) {
+    std::cout << info.name() << ": " << info.tensor_names_size() << " tensors";
+    for (const auto& t : info.tensor_names()) std::cout << " " << t;
     std::cout << "\n";
+    if (!info.configured()) continue;
+    const v1::CollectionConfig& cfg = info.config();
+    std::cout << "  configured by:  " << absl::StrJoin(info.configured_by(), ", ") << "\n";
+    if (cfg.include_regex_size() > 0) {
+      std::cout << "  include_regex:  " << absl::StrJoin(cfg.include_regex(), "  ") << "\n";
+    }
+    for (const auto& s : cfg.save_configs()) std::cout << "  save_config:    " << SaveConfigText(s) << "\n";
+    if (cfg.has_reduction_config()) {
+      std::cout << "  reductions:     " << ReductionText(cfg.reduction_config()) << "\n";
+    }
   }
   return 0;
 }

@@ -13,7 +13,8 @@ struct Entry {
 };
 
 // read: every query, wait and watch. write: read + Push, ending a trial,
-// reporting a rule status (which may ask the trial's writers to stop).
+// reporting a rule status (which may ask the trial's writers to stop),
+// storing collections.
 // admin: write + deletion and retention.
 constexpr Entry kTable[] = {
     {"tensorkeep.v1.TensorKeep", "Push", Role::kWrite},
@@ -36,6 +37,8 @@ constexpr Entry kTable[] = {
     {"tensorkeep.v1.TensorKeep", "WaitForSteps", Role::kRead},
     {"tensorkeep.v1.TensorKeep", "WatchSteps", Role::kRead},
     {"tensorkeep.v1.TensorKeep", "ReportRuleStatus", Role::kWrite},
+    // A writer's hook stores its collections' configuration.
+    {"tensorkeep.v1.TensorKeep", "PutCollections", Role::kWrite},
     {"tensorkeep.v1.TensorKeep", "ListRuleStatuses", Role::kRead},
     {"tensorkeep.v1.TensorKeep", "WatchRuleStatuses", Role::kRead},
     // Completeness stops waiting for the worker: a writer's decision.

@@ -66,7 +66,8 @@ std::string BinDir() {
 // The role the issue gives each RPC: the test's own table, not the server's.
 Role ExpectedRole(const std::string& method) {
   static const std::set<std::string> write = {"Push", "EndTrial", "ReportRuleStatus",
-                                              "MarkWorkerLost", "DeclareWorkerLost"};
+                                              "MarkWorkerLost", "DeclareWorkerLost",
+                                              "PutCollections"};
   static const std::set<std::string> admin = {"DeleteTrial", "PublishTrial"};
   if (admin.count(method)) return Role::kAdmin;
   if (write.count(method)) return Role::kWrite;

@@ -89,7 +89,7 @@ size_t KeysLeft(const std::string& path, const std::string& trial) {
     return true;
   };
   for (KeyFamily f : {KeyFamily::kTrial, KeyFamily::kWorker, KeyFamily::kBlock, KeyFamily::kRule,
-                      KeyFamily::kDeletedTrial}) {
+                      KeyFamily::kDeletedTrial, KeyFamily::kCollections}) {
     EXPECT_TRUE((*store)->ScanKeys(TrialPrefix(f, trial), "", count).ok());
   }
   // Large values: keys of the value family naming the trial.

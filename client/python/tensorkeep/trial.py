@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import grpc
 
-from . import _channel, _errors, _names
+from . import _channel, _collection_wire, _errors, _names
 from ._address import Address
 from ._channel import pb
 from .core.collection import Collection, CollectionKeys
@@ -237,16 +237,20 @@ class Trial:
         saved = set(self._names(step, mode, [], coll))
         local = self._local_collections.get(coll)
         if local is None:
-            return sorted(saved)
-        # The caller's edits: names added, and regexes (smdebug: names of
-        # saved tensors matching any regex of the collection).
+            local = self._merge_collection(coll, self._stored_collection(coll))
+        # smdebug: names of saved tensors matching any regex of the collection
+        # (the collector ran those RE2 can; Python's re runs them all, with
+        # the caller's edits), and the names it lists that were saved.
         everything = self._names(step, mode, [], "")
-        saved.update(n for n in local.tensor_names if n in set(everything))
-        if local.include_regex:
+        known = set(everything)
+        saved.update(n for n in local.tensor_names if n in known)
+        pats = []
+        for r in local.include_regex:
             try:
-                pats = [re.compile(r) for r in local.include_regex]
+                pats.append(re.compile(r))
             except re.error as e:
-                raise ValueError(f"collection {coll!r}: invalid include_regex: {e}") from None
+                raise ValueError(f"collection {coll!r}: invalid include_regex {r!r}: {e}") from None
+        if pats:
             saved.update(n for n in everything if any(p.search(n) for p in pats))
         if not saved:
             self.logger.warning("No tensors from the collection %s were saved", coll)
@@ -380,53 +384,76 @@ class Trial:
     def collections(self) -> Dict[str, Collection]:
         """A dictionary indexed by the name of the collection, with the Collection as value.
 
-        Collections made or edited with ``collection(name)`` are included, with
-        their edits.
+        Every collection the training's hook configured (empty ones included,
+        with their ``include_regex``, ``save_config`` and ``reduction_config``)
+        and every collection tensors were saved under, as smdebug reads them
+        from the collection files. Collections made or edited with
+        ``collection(name)`` are included, with their edits.
         """
 
-        def fetch() -> Dict[str, List[str]]:
+        def fetch() -> Dict[str, Any]:
             try:
                 resp = self._unary("ListCollections", pb.TrialRef(trial=self.trial))
             except TrialNotFound:
                 self._warn_not_found()
                 return {}
-            return {c.name: list(c.tensor_names) for c in resp.collections}
+            return {c.name: c for c in resp.collections}
 
         saved = dict(self._listing(("collections",), fetch, names=True))
         out: Dict[str, Collection] = {}
         for name in sorted(set(saved) | set(self._local_collections)):
-            out[name] = self._merge_collection(name, saved.get(name, ()))
+            out[name] = self._merge_collection(name, saved.get(name))
         return out
 
     def collection(self, coll_name: str) -> Collection:
         """The Collection named ``coll_name``, made on demand as smdebug does.
 
-        A name the trial has no tensors for gives an empty Collection. The same
-        object is returned each time: edit it (``include``,
-        ``add_tensor_name``) and ``tensor_names(collection=...)`` follows the
-        edits. The edits stay in this Trial; the collector is not changed.
+        A collection the hook configured carries its configuration; a name
+        the trial knows nothing of gives an empty Collection. The same object
+        is returned each time: edit it (``include``, ``add_tensor_name``) and
+        ``tensor_names(collection=...)`` follows the edits. The edits stay in
+        this Trial; the collector is not changed.
         """
         if not isinstance(coll_name, str):
             raise TypeError(f"collection name must be a str, got {type(coll_name).__name__}")
         if not self.dynamic_refresh:
-            return self.collections().get(coll_name) or self._merge_collection(coll_name, ())
+            return self.collections().get(coll_name) or self._merge_collection(coll_name, None)
+        return self._merge_collection(coll_name, self._stored_collection(coll_name))
+
+    def _stored_collection(self, coll_name: str) -> Any:
+        """The collector's CollectionInfo of ``coll_name``, or None."""
         try:
-            c = self._unary("GetCollection", pb.CollectionRequest(trial=self.trial, name=coll_name))
-            names: Iterable[str] = c.tensor_names
+            return self._unary("GetCollection", pb.CollectionRequest(trial=self.trial, name=coll_name))
         except TensorkeepError as e:
             if not (isinstance(e, TrialNotFound) or e.code == "NOT_FOUND"):
                 raise
-            names = ()
-        return self._merge_collection(coll_name, names)
+            return None
 
-    def _merge_collection(self, name: str, saved: Iterable[str]) -> Collection:
+    def _merge_collection(self, name: str, info: Any) -> Collection:
+        """The Collection object of ``name``, updated with what the collector
+        has (``info``: a CollectionInfo or None). The caller's edits stay: a
+        config the caller set is not replaced; names and regexes are added."""
         c = self._local_collections.get(name)
         if c is None:
-            c = Collection(name, tensor_names=saved)
+            c = Collection(name)
+            c._stored_configs = (None, None)  # type: ignore[attr-defined]
             self._local_collections[name] = c
-        else:
-            for n in saved:  # what the job saved since; the caller's edits stay
-                c.add_tensor_name(n)
+        if info is None:
+            return c
+        if info.configured:
+            cfg = info.config
+            _collection_wire.add_regexes(c, cfg.include_regex)
+            sc = _collection_wire.save_config_of(cfg)
+            rc = _collection_wire.reduction_config_of(cfg)
+            last_sc, last_rc = getattr(c, "_stored_configs", (None, None))
+            if c.save_config is last_sc or c.save_config is None:
+                c.save_config = sc
+            if c.reduction_config is last_rc or c.reduction_config is None:
+                c.reduction_config = rc
+            c._stored_configs = (c.save_config, c.reduction_config)  # type: ignore[attr-defined]
+            c.save_histogram = bool(cfg.save_histogram)
+        for n in info.tensor_names:  # what the job saved since; the caller's edits stay
+            c.add_tensor_name(n)
         return c
 
     # ------------------------------------------------------------------

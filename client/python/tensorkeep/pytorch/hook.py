@@ -422,6 +422,7 @@ class Hook:
 
         # -- the writer -----------------------------------------------------------------
         self._writer: Any = None
+        self._sent_collections: Any = None  # what _send_collections stored last
         self._stop_poll: Optional[Callable[[], bool]] = None
         if not self.dry_run:
             _refuse_ended_trial(out_dir)
@@ -611,6 +612,24 @@ class Hook:
         self._plans = {}
         self._cm_version = cm.version()
         self.prepared_collections = True
+        self._send_collections()
+
+    def _send_collections(self) -> None:
+        """Stores the collections' configuration on the collector (PutCollections),
+        when it changed since last sent: what a Trial's ``collections()`` shows
+        (smdebug's collection files). A failure is logged; training goes on."""
+        from tensorkeep import Writer
+
+        if self._writer is None or self._disabled or not isinstance(self._writer, Writer):
+            return
+        from tensorkeep import _collection_wire
+
+        colls = [self.collection_manager.collections[n] for n in sorted(self.collection_manager.collections)]
+        sent = tuple(_collection_wire.to_proto(c).SerializeToString() for c in colls)
+        if sent == self._sent_collections:
+            return
+        if _collection_wire.put_collections(self.out_dir, self.worker, colls):
+            self._sent_collections = sent
 
     def _collections_of(self, tname: str) -> FrozenSet[Collection]:
         """The saved collections ``tname`` belongs to (cached)."""
@@ -1150,6 +1169,8 @@ class Hook:
                         )
                     if self._scalar_cache:
                         self._flush_scalars()
+                    if self.prepared_collections:
+                        self._send_collections()  # changed since the last step?
             finally:
                 try:
                     self._writer.close(end_of_training=end_of_training, timeout=timeout)
