@@ -433,7 +433,7 @@ void Collector::ReportRuleStatus(v1::RuleStatus status,
 }
 
 void Collector::PutCollections(
-    const v1::PutCollectionsRequest& request,
+    const v1::PutCollectionsRequest& request, bool unpublished,
     std::function<void(absl::StatusOr<v1::PutCollectionsResponse>)> done) {
   auto trial = [&]() -> absl::StatusOr<std::shared_ptr<Trial>> {
     TK_RETURN_IF_ERROR(ValidatePutCollections(request));
@@ -442,7 +442,7 @@ void Collector::PutCollections(
           absl::StrCat("trial '", request.trial(),
                        "' has ended: its collections can no longer change"));
     }
-    return GetOrCreateTrial(request.trial());
+    return GetOrCreateTrial(request.trial(), unpublished);
   }();
   if (!trial.ok()) {
     done(trial.status());

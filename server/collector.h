@@ -233,7 +233,9 @@ class Collector {
   // `done` once durable, or with the error (BAD_REQUEST: malformed, see
   // ValidatePutCollections; FAILED_PRECONDITION: the trial ended;
   // RESOURCE_EXHAUSTED: beyond the trial's limits), as EndTrial does.
-  void PutCollections(const v1::PutCollectionsRequest& request,
+  // `unpublished`: the call addresses an unpublished copy (tensorkeep
+  // rebalance writes the original's configurations into it).
+  void PutCollections(const v1::PutCollectionsRequest& request, bool unpublished,
                       std::function<void(absl::StatusOr<v1::PutCollectionsResponse>)> done);
 
  private:

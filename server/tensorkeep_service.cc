@@ -310,7 +310,7 @@ grpc::ServerUnaryReactor* TensorKeepService::PutCollections(
     return reactor;
   }
   collector_->PutCollections(
-      *request,
+      *request, SeesUnpublished(context),
       [context, reactor, response](absl::StatusOr<v1::PutCollectionsResponse> stored) {
         if (stored.ok()) *response = std::move(*stored);
         reactor->Finish(ToGrpcStatus(stored.status(), context));

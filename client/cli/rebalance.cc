@@ -100,6 +100,20 @@ absl::StatusOr<TrialFingerprint> Copy(const client::Trial& source,
     TK_RETURN_IF_ERROR(copy.DeclareWorkerLost(worker).status());
   }
   for (const v1::RuleStatus& r : contents->rules) TK_RETURN_IF_ERROR(copy.ReportRuleStatus(r));
+  // The collections' configurations (PutCollections), per worker that sent
+  // them, before the copy ends (an ended trial's collections cannot change).
+  TK_ASSIGN_OR_RETURN(std::vector<v1::CollectionInfo> infos, source.CollectionInfos());
+  std::map<std::string, std::vector<v1::CollectionConfig>> configs_of;
+  for (const v1::CollectionInfo& info : infos) {
+    if (!info.configured()) continue;
+    for (const std::string& worker : info.configured_by()) {
+      configs_of[worker].push_back(info.config());
+    }
+  }
+  const client::Trial unpublished_copy(owner->SeeingUnpublished(), source.name());
+  for (const auto& [worker, configs] : configs_of) {
+    TK_RETURN_IF_ERROR(unpublished_copy.PutCollections(worker, configs).status());
+  }
   for (const std::string& worker : closed) TK_RETURN_IF_ERROR(writers.at(worker)->Close(true));
   TK_RETURN_IF_ERROR(copy.End().status());
   return fp;

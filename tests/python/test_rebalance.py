@@ -28,7 +28,9 @@ import pytest
 
 from conftest import release_clients
 from test_cluster import Cluster, _bin, _cli, _free_ports
-from tensorkeep import Writer, _rendezvous, exceptions
+from tensorkeep import Writer, _collection_wire, _rendezvous, exceptions
+from tensorkeep.core.collection import Collection
+from tensorkeep.core.save_config import SaveConfig
 from tensorkeep.modes import ModeKeys
 from tensorkeep.trials import create_trial
 
@@ -79,9 +81,16 @@ def _write(t, i, servers, *, rich, end):
                                reductions={("max", False): float(step + wi), ("l2", True): 0.5 * step})
         if rich and step == 2:
             w0.write_tensor("big", rng.standard_normal(BIG).astype(np.float32), step, mode, mode_step)
+    if rich:  # stored collection configurations: one matching "w", one empty
+        for worker in ("worker_0", "worker_1"):
+            assert _collection_wire.put_collections(f"tensorkeep://{servers}/{t}", worker, [
+                Collection("by_regex", include_regex=["^w$"], save_config=SaveConfig(save_interval=3)),
+                Collection("configured_empty", include_regex=["^nothing_matches$"]),
+            ])
     w1.close(end_of_training=False, timeout=30)
     tr = create_trial(f"tensorkeep://{servers}/{t}")
     if rich:
+        assert "configured_empty" in tr.collections()
         tr.report_rule_status("MyRule", "IssuesFound", step=3, message="found it", action="stop",
                               last_evaluated_step=4)
     if end:
@@ -100,7 +109,7 @@ def _snapshot(t, servers):
     snap = {
         "steps": steps,
         "modes": {s: (str(tr.mode(s)), tr.mode_step(s)) for s in steps},
-        "collections": {k: sorted(c.tensor_names) for k, c in tr.collections().items()},
+        "collections": {k: (sorted(c.tensor_names), list(c.include_regex)) for k, c in tr.collections().items()},
         "workers": {w: (s.state.name, s.last_step, s.committed_through)
                     for w, s in tr.worker_states().items()},
         "rules": [(r.rule, r.state, r.step, r.message, r.action, r.last_evaluated_step)
