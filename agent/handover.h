@@ -16,7 +16,8 @@
 //   kOpen      u32 version, u32 num_workers, u64 ring_bytes,
 //              u64 max_queue_bytes, f64 retry_timeout_seconds (inf: never give
 //              up), then 7 strings (u32 length + bytes): target, trial, worker,
-//              tls_ca, tls_cert, tls_key, token. One fd: the region (a memfd
+//              tls_ca, tls_cert, tls_key, token, then optionally u32 attempt
+//              (v1.Open.attempt; absent: 0). One fd: the region (a memfd
 //              sealed against shrinking, kRegionHeaderBytes + ring_bytes long).
 //   kWrite     u32 0, u64 pos, u64 len, then a TensorRecord without its data
 //              (has_value set when it has one). The value is at region offset

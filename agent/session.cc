@@ -213,6 +213,9 @@ absl::Status Session::HandleOpen(Message* message) {
   bool ok = f.Read(&num_workers) && f.Read(&ring_bytes) && f.Read(&max_queue_bytes) &&
             f.Read(&retry_timeout);
   for (auto& s : strings) ok = ok && f.ReadString(&s, 16 << 10);
+  // Optional (clients before it send none): the job's attempt.
+  uint32_t attempt = 0;
+  if (ok && f.rest_size() > 0) ok = f.Read(&attempt);
   if (!ok) return Violation("malformed Open");
   if (message->fds.size() != 1) return Violation("Open without exactly one shared memory fd");
   absl::Status refused;
@@ -256,6 +259,7 @@ absl::Status Session::HandleOpen(Message* message) {
   options_.security.tls_key = strings[5];
   options_.security.token = strings[6];
   options_.num_workers = num_workers;
+  options_.attempt = attempt;
   options_.max_buffered_bytes = max_queue_bytes;
   // Below gRPC's default 4 MiB receive limit, as the Python writer's batches.
   options_.chunk_bytes = (4u << 20) - (64u << 10);

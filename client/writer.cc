@@ -375,6 +375,7 @@ void Writer::Stream(uint64_t gen,
     // acknowledgement lost with the connection) still takes their resend.
     open.mutable_open()->set_resume(gen > 1);
     open.mutable_open()->set_unpublished(options_.unpublished);
+    open.mutable_open()->set_attempt(options_.attempt);
     if (!stream->Write(open)) return;
     v1::PushRequest flush;
     flush.set_seq(2);

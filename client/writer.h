@@ -69,6 +69,11 @@ struct WriterOptions {
   // Writes an unpublished copy (Open.unpublished: `tensorkeep rebalance`),
   // hidden from readers until published.
   bool unpublished = false;
+  // The attempt of the job this writer belongs to (Open.attempt): 0 for a
+  // first run, one more at each restart of the job (torchrun's
+  // TORCHELASTIC_RESTART_COUNT). A higher attempt rewrites the steps its
+  // worker's earlier attempt committed; docs/semantics.md, "Restarted jobs".
+  uint32_t attempt = 0;
   // Records not followed by an EndStep, Flush or Close, nor by a message's
   // worth of bytes, wait this long after the first of them before they are
   // sent, so that a step's tensors go as one message (0: at once).

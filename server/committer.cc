@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
 #include "server/validation.h"
+#include "server/worker_attempts.h"
 #include "spdlog/spdlog.h"
 #include "storage/keys.h"
 
@@ -188,6 +189,25 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
       return absl::OkStatus();
     }
   }
+  // A writer of an attempt a newer one superseded (a restart of its job)
+  // writes nothing more (only a Push stream's writes carry an attempt).
+  if (known != nullptr && write.stream != nullptr && u.attempt < known->attempt()) {
+    return MakeError(Reason::kConflict, SupersededMessage(trial, u.worker, u.attempt,
+                                                          known->attempt()));
+  }
+  const bool restart = known != nullptr && u.change == WorkerChange::kOpened &&
+                       u.attempt > known->attempt();
+  if (restart) {
+    const storage::TrialMeta* tm = nullptr;
+    if (auto it = staged->trials.find(trial); it != staged->trials.end()) {
+      tm = &it->second;
+    } else if (auto d = trial_meta_.find(trial); d != trial_meta_.end()) {
+      tm = &d->second;
+    }
+    if (tm != nullptr && tm->ended()) {
+      return MakeError(Reason::kConflict, RestartAfterEndMessage(trial, u.worker, u.attempt));
+    }
+  }
   if (u.change == WorkerChange::kOpened && worker_count() > 0) {
     // Writers of a trial must agree on how many workers it has: a writer
     // that counts differently would make steps complete too early or never.
@@ -344,6 +364,32 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
       }
       ++count->second;
     }
+    if (worker_changed) {
+      wm.set_attempt(u.attempt);  // a new worker starts at its writer's attempt
+    } else if (restart) {
+      storage::WorkerRestart* r = wm.add_restarts();
+      r->set_attempt(u.attempt);
+      r->set_started_unix(u.restart_unix);
+      r->set_previous_committed_through(wm.committed_through());
+      if (static_cast<size_t>(wm.restarts_size()) > kMaxRecordedRestarts) {
+        wm.mutable_restarts()->DeleteSubrange(0, 1);
+      }
+      staged->logs.push_back(absl::StrCat(
+          "trial '", trial, "': worker '", u.worker, "' restarted as attempt ", u.attempt,
+          " (attempt ", wm.attempt(), " had committed ",
+          wm.committed_through() < 0 ? std::string("no step")
+                                     : absl::StrCat("through step ", wm.committed_through()),
+          wm.closed() ? ", and closed" : "", wm.lost() ? ", and was LOST" : "",
+          "); the steps it writes again replace the earlier attempt's"));
+      wm.set_attempt(u.attempt);
+      wm.set_committed_through(StepTracker::kNone);
+      wm.set_closed(false);
+      wm.set_lost(false);
+      wm.clear_lost_reason();
+      wm.set_lost_unix(0);
+      awaited_again = true;
+      worker_changed = true;
+    }
     if (u.committed_through > wm.committed_through()) {
       wm.set_committed_through(u.committed_through);
       worker_changed = true;
@@ -364,7 +410,7 @@ absl::Status Committer::Stage(const PendingWrite& write, Staged* staged,
       staged->logs.push_back(absl::StrCat("trial '", trial, "': worker '", u.worker, "' is LOST (",
                                           u.lost_reason, "); later steps complete without it"));
     }
-    if (u.change == WorkerChange::kOpened && wm.lost()) {
+    if (u.change == WorkerChange::kOpened && wm.lost()) {  // (a restart cleared it)
       wm.set_lost(false);
       wm.clear_lost_reason();
       wm.set_lost_unix(0);

@@ -177,6 +177,14 @@ absl::Status Collector::Recover() {
         u.worker = std::string(worker);
         u.committed_through = meta.committed_through();
         u.finished = meta.closed();
+        u.recovered_attempt = true;
+        u.attempt = meta.attempt();
+        for (const storage::WorkerRestart& r : meta.restarts()) {
+          v1::WorkerRestart& out = u.restarts.emplace_back();
+          out.set_attempt(r.attempt());
+          out.set_started_unix(r.started_unix());
+          out.set_previous_committed_through(r.previous_committed_through());
+        }
         if (meta.lost()) {
           u.change = WorkerChange::kTimedOut;
           u.lost_reason = meta.lost_reason();

@@ -41,6 +41,14 @@ void StepTracker::Reactivate(int id) {
   Recompute();
 }
 
+void StepTracker::Restart(int id) {
+  Grow(id);
+  // complete_through_ only grows (Recompute): the steps complete now stay so.
+  committed_[id] = kNone;
+  states_[id] = WorkerState::kActive;
+  Recompute();
+}
+
 void StepTracker::RaiseFloor(int64_t through) {
   complete_through_ = std::max(complete_through_, through);
 }
@@ -63,7 +71,7 @@ WorkerState StepTracker::state(int id) const {
 }
 
 void StepTracker::Recompute() {
-  any_committed_ = kNone;
+  // Never lowered: a restarted worker's steps stay visible as incomplete.
   for (int64_t c : committed_) any_committed_ = std::max(any_committed_, c);
   const bool all_seen = committed_.size() >= declared_;
   const bool any_active = std::any_of(states_.begin(), states_.end(),

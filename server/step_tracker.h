@@ -8,7 +8,8 @@
 // workers seen). A step is complete when every expected worker has shown up
 // and every ACTIVE one committed it (LOST workers are not waited for), when a
 // later step is complete, or when the trial ended. Completeness never goes
-// back: a LOST worker that becomes ACTIVE again, or a new worker, leaves the
+// back: a LOST worker that becomes ACTIVE again, a new worker, or a worker
+// restarting (a new attempt, which commits again from nothing) leaves the
 // steps complete that were complete.
 //
 // The trial ends on request, or when every expected worker has shown up and
@@ -45,6 +46,9 @@ class StepTracker {
   void Lose(int id);
   // Worker `id`, if LOST, is ACTIVE again.
   void Reactivate(int id);
+  // Worker `id` starts a new attempt (its job restarted): ACTIVE, having
+  // committed nothing. The steps complete so far stay complete.
+  void Restart(int id);
   void End();
   // Every step <= through is complete (and stays so), whatever the workers.
   void RaiseFloor(int64_t through);

@@ -84,7 +84,38 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
   }
   if (update.num_workers > 0) tracker_.DeclareWorkers(update.num_workers);
   int wid = -1;
-  if (!update.worker.empty()) wid = WorkerIdLocked(update.worker);
+  bool known_worker = false;
+  if (!update.worker.empty()) {
+    known_worker = FindWorkerLocked(update.worker) >= 0;
+    wid = WorkerIdLocked(update.worker);
+  }
+  if (wid >= 0 && update.recovered_attempt) {
+    worker_info_[wid].attempt = update.attempt;
+    worker_info_[wid].restarts = update.restarts;
+  } else if (wid >= 0 && update.change == WorkerChange::kOpened &&
+             update.attempt > worker_info_[wid].attempt) {
+    WorkerInfo& info = worker_info_[wid];
+    if (known_worker) {  // a restart (a new worker just starts at its attempt)
+      v1::WorkerRestart r;
+      r.set_attempt(update.attempt);
+      r.set_started_unix(update.restart_unix);
+      r.set_previous_committed_through(tracker_.committed(wid) == StepTracker::kAll
+                                           ? info.committed
+                                           : tracker_.committed(wid));
+      info.restarts.push_back(std::move(r));
+      if (info.restarts.size() > kMaxRecordedRestarts) info.restarts.erase(info.restarts.begin());
+      tracker_.Restart(wid);
+      info.committed = StepTracker::kNone;
+      info.lost_reason.clear();
+      info.lost_unix = 0;
+    }
+    info.attempt = update.attempt;
+  }
+  if (wid >= 0 && !update.records.empty() && !worker_info_[wid].restarts.empty() &&
+      static_cast<int64_t>(update.records.front().step) <=
+          worker_info_[wid].restarts.back().previous_committed_through()) {
+    rewrites_.fetch_add(1);  // (records come sorted by step)
+  }
   // Records come grouped by step: index a step once per run of records.
   const IndexedRecord* previous = nullptr;
   for (const IndexedRecord& r : update.records) {
@@ -173,6 +204,13 @@ std::vector<uint64_t> Trial::BlocksFor(uint64_t step, const std::string& worker,
   }
   std::sort(ids.begin(), ids.end(), std::greater<uint64_t>());
   return ids;
+}
+
+std::optional<uint32_t> Trial::AttemptOf(const std::string& worker) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const int id = FindWorkerLocked(worker);
+  if (id < 0) return std::nullopt;
+  return worker_info_[id].attempt;
 }
 
 int64_t Trial::CommittedThrough(const std::string& worker) const {

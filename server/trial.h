@@ -88,6 +88,16 @@ struct TrialUpdate {
   int64_t committed_through = StepTracker::kNone;  // kNone: unchanged
   bool finished = false;                           // the worker closed with end-of-training
   WorkerChange change = WorkerChange::kNone;
+  // The writer's attempt (v1.Open.attempt), on every write of a Push stream.
+  // With kOpened, an attempt higher than the worker's starts a new attempt of
+  // a known worker (a restart of its job, at restart_unix): its committed
+  // step starts again from nothing, the steps complete so far stay complete,
+  // and the restart is recorded.
+  uint32_t attempt = 0;
+  double restart_unix = 0;
+  // Recovery: the worker's attempt and restarts as stored (nothing restarts).
+  bool recovered_attempt = false;
+  std::vector<v1::WorkerRestart> restarts;
   // Steps <= this are complete (recovery: TrialMeta.complete_below - 1).
   int64_t complete_floor = StepTracker::kNone;
   std::string lost_reason;  // kLost: why
@@ -151,10 +161,16 @@ class Trial : public std::enable_shared_from_this<Trial> {
   void Apply(const TrialUpdate& update);
   // Updates applied so far by Apply (not by ApplyQuietly).
   uint64_t version() const { return version_.load(); }
+  // Updates that wrote again a step a restarted worker's earlier attempt had
+  // committed (server/worker_attempts.h): what was computed from the values
+  // of such steps may be stale when this changed.
+  uint64_t rewrites() const { return rewrites_.load(); }
   // The same without notifying (recovery at start-up).
   void ApplyQuietly(const TrialUpdate& update);
   // State the writer validation needs.
   int64_t CommittedThrough(const std::string& worker) const;
+  // The worker's current attempt (v1.Open.attempt); nullopt if it never wrote.
+  std::optional<uint32_t> AttemptOf(const std::string& worker) const;
   std::optional<StepInfo> GetStep(uint64_t step) const;
   // The number of tensor names the trial holds, and how many distinct names
   // of `records` it does not hold yet.
@@ -286,6 +302,8 @@ class Trial : public std::enable_shared_from_this<Trial> {
     int64_t committed = -1;  // highest step it committed (not kAll when CLOSED)
     std::string lost_reason;
     double lost_unix = 0;
+    uint32_t attempt = 0;
+    std::vector<v1::WorkerRestart> restarts;  // the last kMaxRecordedRestarts
   };
   v1::WorkerStatus StatusLocked(int id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   struct StoredBlock {
@@ -349,6 +367,7 @@ class Trial : public std::enable_shared_from_this<Trial> {
   const std::shared_ptr<Notifier> notifier_;
   std::atomic<bool> unpublished_{false};
   std::atomic<uint64_t> version_{0};
+  std::atomic<uint64_t> rewrites_{0};
   std::atomic<size_t> listener_count_{0};   // listeners_.size(), read without the lock
   std::atomic<bool> notify_queued_{false};  // in the Notifier's queue (its flag)
 

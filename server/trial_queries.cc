@@ -184,6 +184,8 @@ v1::WorkerStatus Trial::StatusLocked(int id) const {
   const WorkerInfo& info = worker_info_[id];
   s.set_last_step(info.last_step);
   s.set_committed_through(info.committed);
+  s.set_attempt(info.attempt);
+  for (const v1::WorkerRestart& r : info.restarts) *s.add_restarts() = r;
   switch (tracker_.state(id)) {
     case WorkerState::kActive:
       s.set_state(v1::ACTIVE);

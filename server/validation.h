@@ -25,6 +25,8 @@ inline constexpr size_t kMaxRank = v1::MAX_RANK;
 // Steps are 62-bit so that a negative step sent as unsigned is caught.
 inline constexpr uint64_t kMaxStep = 1ull << v1::MAX_STEP_BITS;
 inline constexpr uint32_t kMaxWorkers = v1::MAX_WORKERS;
+inline constexpr uint32_t kMaxAttempt = v1::MAX_ATTEMPT;
+inline constexpr size_t kMaxRecordedRestarts = v1::MAX_RECORDED_RESTARTS;
 inline constexpr size_t kMaxTensorNamesPerTrial = v1::MAX_TENSOR_NAMES_PER_TRIAL;
 inline constexpr size_t kMaxTrials = v1::MAX_TRIALS;
 inline constexpr size_t kMaxStepsPerTrial = v1::MAX_STEPS_PER_TRIAL;

@@ -3,10 +3,12 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "server/stored_record.h"
 #include "server/validation.h"
+#include "server/worker_attempts.h"
 #include "storage/keys.h"
 #include "storage/record_block.h"
 #include "storage/value_log.h"
@@ -33,6 +35,7 @@ PendingWrite WriteSession::NewWrite() const {
   PendingWrite w;
   w.trial = trial_;
   w.update.worker = worker_;
+  w.update.attempt = attempt_;
   w.stream = stream_;
   return w;
 }
@@ -126,8 +129,27 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
     return Bad(absl::StrCat("num_workers must be between 1 and ", kMaxWorkers, ", got ",
                             open.num_workers()));
   }
-  if (auto existing = collector_->GetTrial(open.trial());
-      !open.resume() && existing.ok() && (*existing)->ended()) {
+  if (open.attempt() > kMaxAttempt) {
+    return Bad(absl::StrCat("attempt must be at most ", kMaxAttempt, ", got ", open.attempt()));
+  }
+  auto existing = collector_->GetTrial(open.trial());
+  // A restart of the job (server/worker_attempts.h): a higher attempt than the
+  // worker's; a lower one was superseded.
+  bool restart = false;
+  if (existing.ok()) {
+    if (std::optional<uint32_t> current = (*existing)->AttemptOf(open.worker())) {
+      if (open.attempt() < *current) {
+        return MakeError(Reason::kConflict, SupersededMessage(open.trial(), open.worker(),
+                                                              open.attempt(), *current));
+      }
+      restart = open.attempt() > *current;
+    }
+  }
+  if (restart && (*existing)->ended()) {
+    return MakeError(Reason::kConflict,
+                     RestartAfterEndMessage(open.trial(), open.worker(), open.attempt()));
+  }
+  if (!open.resume() && existing.ok() && (*existing)->ended()) {
     // A script run twice into one trial: say so before it trains, not at its
     // first rewritten step (smdebug refuses an existing out_dir at once).
     return MakeError(
@@ -138,17 +160,24 @@ absl::StatusOr<WriteSession::Outcome> WriteSession::HandleOpen(const v1::Open& o
                      "trial name, or delete the old trial first"));
   }
   TK_ASSIGN_OR_RETURN(auto trial, collector_->GetOrCreateTrial(open.trial(), open.unpublished()));
-  TK_ASSIGN_OR_RETURN(const uint64_t claim, collector_->ClaimWriter(open.trial(), open.worker(), open.resume()));
+  // A restarted worker's writer may come before the collector saw the failed
+  // attempt's stream end: it retries (UNAVAILABLE) as a reconnecting one does.
+  TK_ASSIGN_OR_RETURN(const uint64_t claim, collector_->ClaimWriter(open.trial(), open.worker(),
+                                                                    open.resume() || restart));
   trial_ = std::move(trial);
   worker_ = open.worker();
   claim_ = claim;
   num_workers_ = open.num_workers();
-  committed_ = trial_->CommittedThrough(worker_);
+  attempt_ = open.attempt();
+  // A new attempt commits again from nothing (its Open, applied before any of
+  // its records, resets the worker's committed step).
+  committed_ = restart ? StepTracker::kNone : trial_->CommittedThrough(worker_);
   current_step_ = committed_;
   Outcome out;
   out.write = NewWrite();
   out.write->update.num_workers = num_workers_;
   out.write->update.change = WorkerChange::kOpened;  // a LOST worker is back
+  out.write->update.restart_unix = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
   return out;
 }
 

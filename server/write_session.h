@@ -84,6 +84,7 @@ class WriteSession {
   std::shared_ptr<Trial> trial_;
   std::string worker_;
   uint32_t num_workers_ = 1;
+  uint32_t attempt_ = 0;  // Open.attempt (server/worker_attempts.h)
   uint64_t last_seq_ = 0;
   int64_t current_step_ = -1;  // highest step written by this session
   int64_t committed_ = -1;

@@ -300,7 +300,9 @@
       workers.replaceChildren(...t.workers.map((w) => el("tr", {},
         el("td", {}, w.worker), el("td", {}, badge(w.state)), el("td", {}, fmt(w.last_step)),
         el("td", {}, fmt(w.committed_through)), el("td", {}, w.connected ? "yes" : "no"),
-        el("td", {}, w.reason ? `${w.reason} (since ${when(w.since_unix)})` : ""))));
+        el("td", {}, [w.reason ? `${w.reason} (since ${when(w.since_unix)})` : "",
+          w.attempt ? `attempt ${w.attempt} (restarted ${when(w.restarts.at(-1)?.started_unix ?? 0)})` : ""]
+          .filter(Boolean).join("; ")))));
       rules.replaceChildren(...(t.rules.length ? t.rules.map((r) => el("tr", {class: "rule"},
         el("td", {}, r.rule), el("td", {}, badge(r.state)),
         el("td", {}, r.state === "ISSUES_FOUND" ? `fired at step ${r.step}` : fmt(r.step)),

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/tokens.h"
@@ -211,6 +212,7 @@ int Info(const Args& args, Context& ctx) {
   for (const auto& w : s.worker_statuses()) {
     std::cout << " " << w.worker() << "(" << v1::WorkerState_Name(w.state());
     if (w.last_step() >= 0) std::cout << ", last step " << w.last_step();
+    if (w.attempt() > 0) std::cout << ", attempt " << w.attempt();
     std::cout << ")";
   }
   std::cout << "\nsteps:            " << s.num_steps() << " saved, last " << s.last_step()
@@ -259,10 +261,24 @@ int Tensors(const Args& args, Context& ctx) {
 }
 
 void PrintWorkerStatus(const v1::WorkerStatus& w) {
-  std::printf("%-24s %-7s %10lld %10lld  %-3s %s\n", w.worker().c_str(),
+  std::printf("%-24s %-7s %10lld %10lld %7u  %-3s %s\n", w.worker().c_str(),
               v1::WorkerState_Name(w.state()).c_str(), static_cast<long long>(w.last_step()),
-              static_cast<long long>(w.committed_through()), w.connected() ? "yes" : "no",
-              w.reason().c_str());
+              static_cast<long long>(w.committed_through()), w.attempt(),
+              w.connected() ? "yes" : "no", w.reason().c_str());
+}
+
+// "worker_1 restarted: attempt 1 at 2026-11-24T08:30:00Z (attempt 0 had
+// committed through step 37)", a line a restart (docs/semantics.md).
+void PrintRestarts(const v1::WorkerStatus& w) {
+  for (const v1::WorkerRestart& r : w.restarts()) {
+    const absl::Time at = absl::FromUnixNanos(static_cast<int64_t>(r.started_unix() * 1e9));
+    std::printf("%s restarted: attempt %u at %s (the attempt before had committed %s)\n",
+                w.worker().c_str(), r.attempt(),
+                absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", at, absl::UTCTimeZone()).c_str(),
+                r.previous_committed_through() < 0
+                    ? "no step"
+                    : absl::StrCat("through step ", r.previous_committed_through()).c_str());
+  }
 }
 
 int Workers(const Args& args, Context& ctx) {
@@ -278,9 +294,10 @@ int Workers(const Args& args, Context& ctx) {
     std::cout << ToJson(list) << "\n";
     return 0;
   }
-  std::printf("%-24s %-7s %10s %10s  %-3s %s\n", "WORKER", "STATE", "LAST", "COMMITTED", "CON",
-              "REASON");
+  std::printf("%-24s %-7s %10s %10s %7s  %-3s %s\n", "WORKER", "STATE", "LAST", "COMMITTED",
+              "ATTEMPT", "CON", "REASON");
   for (const auto& w : *workers) PrintWorkerStatus(w);
+  for (const auto& w : *workers) PrintRestarts(w);
   return 0;
 }
 

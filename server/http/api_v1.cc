@@ -133,6 +133,16 @@ void WriteTrial(JsonWriter& j, const v1::TrialSummary& s,
     j.Key("connected").Bool(w.connected());
     j.Key("reason").String(w.reason());
     j.Key("since_unix").Number(w.since_unix());
+    j.Key("attempt").Uint(w.attempt());
+    j.Key("restarts").BeginArray();
+    for (const auto& r : w.restarts()) {
+      j.BeginObject();
+      j.Key("attempt").Uint(r.attempt());
+      j.Key("started_unix").Number(r.started_unix());
+      j.Key("previous_committed_through").Int(r.previous_committed_through());
+      j.EndObject();
+    }
+    j.EndArray();
     j.EndObject();
   }
   j.EndArray();

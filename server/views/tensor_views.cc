@@ -53,8 +53,10 @@ absl::StatusOr<std::vector<SeriesPoint>> TensorViews::ReductionSeries(const Tria
                                                                       const std::string& reduction,
                                                                       bool abs, size_t max_steps) {
   TK_ASSIGN_OR_RETURN(auto located, Locate(trial, range, max_steps));
-  const std::string key = Key({"series", trial.name(), range.tensor, range.worker,
-                               std::to_string(range.mode), reduction, abs ? "abs" : ""});
+  // (A restarted worker's rewrites of steps make what was computed stale.)
+  const std::string key =
+      Key({"series", trial.name(), std::to_string(trial.rewrites()), range.tensor, range.worker,
+           std::to_string(range.mode), reduction, abs ? "abs" : ""});
   std::shared_ptr<const CachedSeries> cached = cache_.Get<CachedSeries>(key);
   auto find = [&](uint64_t step) -> const SeriesPoint* {
     if (cached == nullptr) return nullptr;
@@ -109,7 +111,8 @@ absl::StatusOr<TensorViews::StepDistributions> TensorViews::Distributions(const 
   out.reserve(located.size());
   for (const Trial::Located& where : located) {
     const std::string key =
-        Key({"dist", trial.name(), range.tensor, where.worker, std::to_string(where.global_step)});
+        Key({"dist", trial.name(), std::to_string(trial.rewrites()), range.tensor, where.worker,
+             std::to_string(where.global_step)});
     std::shared_ptr<const StepDistribution> d = cache_.Get<StepDistribution>(key);
     if (d == nullptr) {
       TK_ASSIGN_OR_RETURN(Collector::Value value,

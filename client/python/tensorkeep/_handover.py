@@ -149,6 +149,7 @@ class AgentStream:
         num_workers: int,
         max_queue_bytes: int,
         retry_timeout: Optional[float],
+        attempt: int = 0,
     ):
         self.target = target
         self.trial = trial
@@ -180,7 +181,7 @@ class AgentStream:
             queue = max(1, max_queue_bytes - self._ring)
             body = _OPEN_HEAD.pack(_OPEN, PROTOCOL_VERSION, num_workers, self._ring, queue, retry) + _strings(
                 target, trial, worker, security.tls_ca, security.tls_cert, security.tls_key, security.token
-            )
+            ) + struct.pack("<I", attempt)
             self._sock = self._open(body, fd)
         finally:
             os.close(fd)  # the agent holds its own

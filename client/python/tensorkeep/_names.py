@@ -19,6 +19,8 @@ MAX_COLLECTION_NAME_BYTES = _limits.MAX_COLLECTION_NAME_BYTES
 MAX_RANK = _limits.MAX_RANK
 MAX_STEP = (1 << _limits.MAX_STEP_BITS) - 1  # the largest step
 MAX_WORKERS = _limits.MAX_WORKERS
+MAX_ATTEMPT = _limits.MAX_ATTEMPT  # Writer(attempt=): a restart of the job
+MAX_RECORDED_RESTARTS = _limits.MAX_RECORDED_RESTARTS  # the collector's; nothing to check here
 MAX_REGEX_BYTES = _limits.MAX_REGEX_BYTES
 MAX_REGEXES = _limits.MAX_REGEXES
 MAX_COLLECTIONS = _limits.MAX_COLLECTIONS  # collections a trial holds (PutCollections)

@@ -6,7 +6,7 @@ stall a multi-worker trial (docs/semantics.md, "Workers").
 
 import dataclasses
 import enum
-from typing import Any
+from typing import Any, Tuple
 
 
 class WorkerState(enum.Enum):
@@ -21,10 +21,23 @@ class WorkerState(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
+class WorkerRestart:
+    """A restart of a worker's job (a new attempt, e.g. by torchrun
+    --max_restarts): the attempt that started, when (Unix time), and the step
+    the attempt before had committed through (-1: none)."""
+
+    attempt: int
+    started: float
+    previous_committed_through: int
+
+
+@dataclasses.dataclass(frozen=True)
 class WorkerStatus:
     """One worker of a trial: its state, the highest step it saved a tensor at
-    and the highest step it committed (-1 if none), whether it has a live
-    stream, and why and since when (Unix time) it is LOST."""
+    and the highest step its current attempt committed (-1 if none), whether it
+    has a live stream, why and since when (Unix time) it is LOST, its current
+    attempt (0 unless its job was restarted) and its restarts, oldest first
+    (docs/semantics.md, "Restarted jobs")."""
 
     worker: str
     state: WorkerState
@@ -33,6 +46,8 @@ class WorkerStatus:
     connected: bool
     reason: str = ""
     since: float = 0.0
+    attempt: int = 0
+    restarts: Tuple[WorkerRestart, ...] = ()
 
     @classmethod
     def from_proto(cls, m: Any) -> "WorkerStatus":
@@ -44,4 +59,8 @@ class WorkerStatus:
             connected=m.connected,
             reason=m.reason,
             since=m.since_unix,
+            attempt=m.attempt,
+            restarts=tuple(
+                WorkerRestart(r.attempt, r.started_unix, r.previous_committed_through) for r in m.restarts
+            ),
         )

@@ -27,6 +27,7 @@ Thread safety: every method may be called from any thread.
 """
 
 import logging
+import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -54,6 +55,23 @@ DEFAULT_MAX_QUEUE_BYTES = 64 << 20
 _CACHE_LIMIT = 100_000
 
 
+def job_attempt() -> int:
+    """The attempt of this process's job from its environment: ``TENSORKEEP_ATTEMPT``,
+    else torchrun's ``TORCHELASTIC_RESTART_COUNT`` (0 at the first run, one more at
+    each restart of the job), else 0."""
+    for var in ("TENSORKEEP_ATTEMPT", "TORCHELASTIC_RESTART_COUNT"):
+        text = os.environ.get(var, "").strip()
+        if text:
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"{var}={text!r} is not an attempt number (0, 1, 2, ...)") from None
+            if not 0 <= value <= _names.MAX_ATTEMPT:
+                raise ValueError(f"{var}={value} is out of range (0 to {_names.MAX_ATTEMPT})")
+            return value
+    return 0
+
+
 class Writer:
     """Writes tensors of one worker of a trial to a tensorkeep collector.
 
@@ -73,6 +91,12 @@ class Writer:
             ``TENSORKEEP_SERVERS`` and ``TENSORKEEP_SERVER``). With a cluster
             the trial goes to the collector that holds it, else its owner
             (docs/scaling-out.md).
+        attempt: the attempt of the job this writer belongs to: 0 for a first
+            run, one more at each restart of the job by its launcher. A higher
+            attempt than the worker's last one may write again the steps that
+            attempt committed (docs/semantics.md, "Restarted jobs"). None (the
+            default): ``TENSORKEEP_ATTEMPT``, else torchrun's
+            ``TORCHELASTIC_RESTART_COUNT``, else 0.
 
     Raises ValueError/TypeError for bad arguments. The connection is opened in
     the background: an unreachable collector does not fail the constructor.
@@ -87,8 +111,14 @@ class Writer:
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
         retry_timeout: Optional[float] = float(_names.RECONNECT_GIVE_UP_SECONDS),
         server: Optional[str] = None,
+        attempt: Optional[int] = None,
     ):
         addr = _address.parse(out_dir, server, write=True)
+        attempt = job_attempt() if attempt is None else attempt
+        if isinstance(attempt, bool) or not isinstance(attempt, int):
+            raise TypeError(f"attempt must be an int, got {type(attempt).__name__}")
+        if not 0 <= attempt <= _names.MAX_ATTEMPT:
+            raise ValueError(f"attempt must be from 0 to {_names.MAX_ATTEMPT}, got {attempt}")
         _names.check_worker(worker)
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
@@ -102,13 +132,16 @@ class Writer:
         self.num_workers = num_workers
         self.max_queue_bytes = max_queue_bytes
         self.retry_timeout = retry_timeout
+        self.attempt = attempt
 
         # Caches keyed by what the caller passes, so repeated writes of the same
         # tensor skip validation and header encoding.
         self._checked: Dict[Tuple[Any, ...], Tuple[int, bytes, Tuple[bytes, ...]]] = {}
         self._heads: Dict[Tuple[Any, ...], bytes] = {}
         self._tails: Dict[Tuple[Any, ...], bytes] = {}
-        self._stream = AgentStream(addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout)
+        self._stream = AgentStream(
+            addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout, attempt=attempt
+        )
 
     # ------------------------------------------------------------------
     # Public API
