@@ -50,6 +50,7 @@
 #include "bench/report.h"
 #include "bench/hostile_regex.h"
 #include "bench/cluster.h"
+#include "bench/link_latency.h"
 #include "bench/reclaim.h"
 #include "bench/soak.h"
 #include "bench/subprocess.h"
@@ -79,7 +80,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kAllBenchmarks[] =
     "ingest,small-steps,secure,steps,names,value,values,reduce,watch,memory,hostile-regex,reclaim,"
-    "cluster,python,hook,ui-series";
+    "cluster,rtt,python,hook,ui-series";
 // Benchmarks that run only when asked for by name (--benchmarks=soak).
 constexpr char kOptionalBenchmarks[] = "soak";
 
@@ -89,7 +90,8 @@ constexpr char kUsage[] =
     "\n"
     "  --benchmarks=LIST  comma-separated, from: ingest, small-steps, secure, steps, names,\n"
     "                     value, values, reduce, watch, memory, hostile-regex, reclaim,\n"
-    "                     cluster (issue 15: 1,000 writers over 4 collectors vs one), python,\n"
+    "                     cluster (issue 15: 1,000 writers over 4 collectors vs one),\n"
+    "                     rtt (one writer through a 0/2/20 ms round-trip proxy vs loopback), python,\n"
     "                     hook, ui-series (the HTTP API's curve and distributions vs Python)\n"
     "                     (default: all, in that order);\n"
     "                     soak (issue 11: 10 minutes; only when named)\n"
@@ -231,6 +233,7 @@ class Bench {
     if (name == "hostile-regex") return HostileRegex();
     if (name == "reclaim") return Reclaim();
     if (name == "cluster") return ClusterBench();
+    if (name == "rtt") return LinkLatencyBench();
     return absl::InvalidArgumentError(absl::StrCat("unknown benchmark '", name, "'"));
   }
 
@@ -1212,6 +1215,24 @@ class Bench {
       o.timeout_seconds = 40;
     }
     TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunClusterBench(o));
+    for (Result& r : results) Add(std::move(r));
+    return absl::OkStatus();
+  }
+
+  absl::Status LinkLatencyBench() {
+    if (!flags_.server.empty()) {
+      return absl::InvalidArgumentError("rtt runs its own collector: drop --server");
+    }
+    LinkLatencyOptions o;
+    o.server_binary = flags_.server_binary;
+    o.data_dir = NewDir("rtt");
+    if (flags_.quick) {
+      o.rtt_ms = {0, 20};
+      o.value_bytes = {1u << 20};
+      o.total_bytes = 16u << 20;
+      o.rounds = 1;
+    }
+    TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunLinkLatencyBench(o));
     for (Result& r : results) Add(std::move(r));
     return absl::OkStatus();
   }

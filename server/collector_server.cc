@@ -70,11 +70,17 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   // port (with another data directory) would then start and take a random
   // share of the clients. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // Paused Push streams must not keep filling gRPC's buffers: without these
-  // the transport grows each stream's window (BDP probing) and, under the
-  // memory quota, resets streams ("buffers full"). Measured with 64 writers
-  // of 1 MiB tensors: writers failed in 16 of 17 runs without, 0 of 10 with.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // Flow-control windows follow the link: gRPC's BDP probing sizes each
+  // connection's window to its measured bandwidth-delay product (at least
+  // 4 MiB), so one writer across a 20 ms link is not held to a fixed window
+  // a round trip (it was 1 MiB: 44 MB/s at 20 ms; bench `rtt`). The memory
+  // those windows may hold is bounded by gRPC's memory quota
+  // (grpc_memory_bytes), under which gRPC shrinks them. Streams paused by the
+  // memory budget stay within it: 64 writers of 1 MiB tensors peaked at
+  // 250-355 MiB RSS (190 MiB with a fixed 1 MiB window), no writer failing
+  // in 6 runs (bench `memory`). (When this was tried before the memory budget
+  // paused reads, writers failed in 16 of 17 runs.)
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1 << 20);
   // A writer whose host or network died holds its (trial, worker) until the
   // server sees its stream end (WriteSession): ping idle connections so that
