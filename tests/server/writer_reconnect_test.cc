@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <thread>
 
 #include "client/trial.h"
+#include "proto/limits.pb.h"
 #include "client/writer.h"
 #include "gtest/gtest.h"
 #include "tests/server/server_process.h"
@@ -243,6 +245,56 @@ TEST_F(WriterReconnectTest, GivesUpWithinTheRetryTimeoutNamingWhatWasNotSaved) {
   // Close and later writes give the same error at once.
   EXPECT_EQ(w->Close(true), flushed);
   EXPECT_EQ(w->Write(Float32Record("later", 20, 16, 1)), flushed);
+}
+
+
+// A hung collector (SIGSTOP: its process frozen, its TCP connection open) is
+// detected by the C++ writer's gRPC keepalive (proto/limits.proto,
+// KeepalivePolicy, set in client/connection.cc): it drops the connection
+// within KEEPALIVE_TIME_MS + KEEPALIVE_TIMEOUT_MS and reconnects; once the
+// collector runs again (SIGCONT) it resends what was not acknowledged, with no
+// loss and no duplicate. (tests/python/test_keepalive.py does the same for the
+// Python writer, through the agent.)
+TEST_F(WriterReconnectTest, AHungCollectorIsDroppedAndTheWriterResends) {
+  StartServer();
+  client::WriterOptions o = Options("hung");
+  o.retry_timeout_seconds = 120;
+  auto opened = client::Writer::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<client::Writer> w = std::move(*opened);
+  const auto write_steps = [&](int first, int last) {
+    for (int s = first; s <= last; ++s) {
+      for (auto& r : StepRecords(s)) ASSERT_TRUE(w->Write(std::move(r)).ok());
+      ASSERT_TRUE(w->EndStep(s).ok());
+    }
+  };
+  // Only steps 0..kSteps-1 are verified: write all of them, around the hang.
+  write_steps(0, 9);
+  ASSERT_TRUE(w->Flush().ok());
+  const uint64_t streams = w->StreamsOpened();
+  server_->Signal(SIGSTOP);
+  const auto stopped = Clock::now();
+  // Sent into the frozen collector's socket buffers (the small buffer makes
+  // the writer block until it reconnects: in a thread).
+  std::thread more([&] { write_steps(10, 19); });
+  const double detect_s = (v1::KEEPALIVE_TIME_MS + v1::KEEPALIVE_TIMEOUT_MS) / 1000.0;
+  const auto deadline = stopped + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(detect_s + 20));
+  while (w->StreamsOpened() == streams && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double detected = std::chrono::duration<double>(Clock::now() - stopped).count();
+  server_->Signal(SIGCONT);
+  ASSERT_GT(w->StreamsOpened(), streams) << "the writer never dropped the hung connection";
+  // It was the keepalive, not a fluke of the connection.
+  EXPECT_GE(detected, v1::KEEPALIVE_TIME_MS / 1000.0 * 0.5);
+  std::printf("hung collector detected after %.1f s (keepalive %.0f s)\n", detected, detect_s);
+  more.join();
+  write_steps(20, kSteps - 1);
+  absl::Status closed = w->Close(true);
+  ASSERT_TRUE(closed.ok()) << closed;
+  EXPECT_GE(w->Reconnects(), 1);
+  Verify(Address(), "hung");
 }
 
 }  // namespace
