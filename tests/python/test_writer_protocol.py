@@ -16,6 +16,7 @@ import pytest
 
 from tensorkeep import Writer, _agent, modes
 from tensorkeep.exceptions import BadRequest, WriterClosed
+from tensorkeep.trials import create_trial
 from tensorkeep.writer import MAX_BATCH_BYTES
 
 
@@ -398,3 +399,49 @@ def test_a_step_is_handed_over_to_the_agent_in_one_message(fake, own_agent, monk
         assert all(np.array_equal(got[s], vals[name] + s) for s in got)
     assert fake.servicer.end_steps[-1] == 19
     w.close()
+
+
+def _established_to(pid: int, port: int) -> int:
+    """ESTABLISHED TCP connections of process ``pid`` to ``port`` (from /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if fields[3] == "01" and remote_port == port and fields[9] in inodes:
+                    n += 1
+    return n
+
+
+def test_the_ranks_of_a_node_share_one_connection(server, trial_name, own_agent):
+    # Every writer of a node hands over to the node's agent, whose writers to
+    # one collector share one HTTP/2 connection (gRPC's subchannel pool): 8
+    # ranks are 8 Push streams, not 8 TCP connections.
+    agent = own_agent()
+    port = int(server.address.rsplit(":", 1)[1])
+    url = f"tensorkeep://{server.address}/{trial_name}"
+    writers = [Writer(url, worker=f"worker_{r}", num_workers=8) for r in range(8)]
+    try:
+        for s in range(3):
+            for w in writers:
+                w.write_tensor("x", np.full(16, s, np.float32), step=s)
+                w.end_step(s)
+        for w in writers:
+            w.flush()
+        assert _established_to(agent.pid, port) == 1
+    finally:
+        for w in writers:
+            w.close()
+    trial = create_trial(url)
+    assert trial.workers() == [f"worker_{r}" for r in range(8)]
+    assert trial.steps() == [0, 1, 2]
