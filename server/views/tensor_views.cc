@@ -1,5 +1,8 @@
 #include "server/views/tensor_views.h"
 
+#include <atomic>
+#include <thread>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -107,9 +110,16 @@ absl::StatusOr<TensorViews::StepDistributions> TensorViews::Distributions(const 
                                                                           const TensorRange& range,
                                                                           size_t max_steps) {
   TK_ASSIGN_OR_RETURN(auto located, Locate(trial, range, max_steps));
-  StepDistributions out;
-  out.reserve(located.size());
-  for (const Trial::Located& where : located) {
+  // Each step's distribution: from the cache, else one read and scan of its
+  // value. The scans of a cold range are spread over the machine's cores
+  // (each value is independent); null for a step saved as reductions only.
+  std::vector<std::shared_ptr<const StepDistribution>> found(located.size());
+  // `buffer`: the scanning thread's, reused for every value it reads (no
+  // allocation, zero-filling or page faults a value, and the value cache,
+  // which rule workers' reductions use, is left alone).
+  const auto one = [&](size_t i, std::string* buffer) -> absl::Status {
+    const Trial::Located& where = located[i];
+    // (A restarted worker's rewrites of steps make what was computed stale.)
     const std::string key =
         Key({"dist", trial.name(), std::to_string(trial.rewrites()), range.tensor, where.worker,
              std::to_string(where.global_step)});
@@ -117,19 +127,50 @@ absl::StatusOr<TensorViews::StepDistributions> TensorViews::Distributions(const 
     if (d == nullptr) {
       TK_ASSIGN_OR_RETURN(Collector::Value value,
                           collector_->ReadRecord(trial, range.tensor, where));
-      if (!value.meta.has_value()) continue;  // reductions only
-      absl::StatusOr<StepDistribution> computed;
-      TK_RETURN_IF_ERROR(
-          collector_->WithValue(trial, value, [&](absl::Span<const char> data) -> absl::Status {
-            computed = ComputeStepDistribution(static_cast<DType>(value.meta.dtype()), data);
-            return absl::OkStatus();
-          }));
+      if (!value.meta.has_value()) return absl::OkStatus();  // reductions only
+      absl::Span<const char> data(value.data.data(), value.data.size());
+      if (!value.data_loaded) {
+        TK_ASSIGN_OR_RETURN(auto reader, collector_->OpenValue(trial, value));
+        TK_RETURN_IF_ERROR(reader->Read(reader->size(), buffer));
+        data = absl::Span<const char>(buffer->data(), buffer->size());
+      }
+      absl::StatusOr<StepDistribution> computed =
+          ComputeStepDistribution(static_cast<DType>(value.meta.dtype()), data);
       if (!computed.ok()) return MakeError(Reason::kBadRequest, computed.status().message());
       auto shared = std::make_shared<const StepDistribution>(std::move(*computed));
       cache_.Put<StepDistribution>(key, shared, shared->bytes());
       d = std::move(shared);
     }
-    out.emplace_back(where.global_step, std::move(d));
+    found[i] = std::move(d);
+    return absl::OkStatus();
+  };
+  const size_t threads =
+      std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), kMaxScanThreads,
+                        (located.size() + 7) / 8});
+  std::vector<absl::Status> errors(std::max<size_t>(threads, 1));
+  std::atomic<size_t> next{0};
+  const auto work = [&](size_t t) {
+    std::string buffer;
+    for (size_t i; (i = next.fetch_add(1)) < located.size();) {
+      absl::Status s = one(i, &buffer);
+      if (!s.ok()) {
+        errors[t] = std::move(s);
+        next.store(located.size());  // the others stop too
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : pool) t.join();
+  for (absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  StepDistributions out;
+  out.reserve(located.size());
+  for (size_t i = 0; i < located.size(); ++i) {
+    if (found[i] != nullptr) out.emplace_back(located[i].global_step, std::move(found[i]));
   }
   return out;
 }

@@ -53,6 +53,9 @@ class TensorViews {
       std::vector<std::pair<uint64_t, std::shared_ptr<const StepDistribution>>>;
   // Each complete step's distribution in the range (steps saved as
   // reductions only are left out); InvalidArgument beyond `max_steps` steps.
+  // The values not cached yet are read and scanned by up to kMaxScanThreads
+  // threads (at most the machine's cores, one a step group of 8).
+  static constexpr size_t kMaxScanThreads = 4;
   absl::StatusOr<StepDistributions> Distributions(const Trial& trial, const TensorRange& range,
                                                   size_t max_steps);
 

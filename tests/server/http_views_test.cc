@@ -171,6 +171,59 @@ TEST(StepDistribution, MergeIsTheUnionsDistribution) {
   EXPECT_EQ(MergeStepDistributions({}).count, 0u);
 }
 
+// The fast paths (float32 four at a time, float64) against a plain count:
+// every finite value in the fine bin its offset gives (or a neighbour, at an
+// edge, an ulp away), NaN and both infinities counted apart, exact extremes,
+// with a length that is not a multiple of 4 and the non-finite values in the
+// vector part and in its tail.
+template <typename T>
+void CheckAgainstPlainCount(DType dtype, bool nonfinite) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> dist(-3, 5);
+  std::vector<T> v(4099);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  const size_t special = nonfinite ? 4 : 0;
+  if (nonfinite) {  // (without them the bins are counted four at a time)
+    v[5] = std::numeric_limits<T>::quiet_NaN();
+    v[6] = -std::numeric_limits<T>::infinity();
+    v[4098] = std::numeric_limits<T>::infinity();
+    v[4097] = std::numeric_limits<T>::quiet_NaN();
+  }
+  v[100] = static_cast<T>(-7.5);  // the finite min, next to -inf's block
+  v[4096] = static_cast<T>(9.25);  // the finite max, in the tail
+  auto d = ComputeStepDistribution(dtype, absl::Span<const char>(
+                                              reinterpret_cast<const char*>(v.data()),
+                                              v.size() * sizeof(T)));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->nan_count, special / 2);
+  EXPECT_EQ(d->inf_count, special / 2);
+  EXPECT_EQ(d->count, v.size() - special);
+  EXPECT_EQ(d->min, -7.5);
+  EXPECT_EQ(d->max, 9.25);
+  ASSERT_EQ(d->counts.size(), static_cast<size_t>(StepDistribution::kFineBins));
+  std::vector<double> plain(d->counts.size(), 0);
+  const double width = (9.25 - -7.5) / StepDistribution::kFineBins;
+  for (T x : v) {
+    if (!std::isfinite(x)) continue;
+    const int b = std::min(static_cast<int>((x - -7.5) / width), StepDistribution::kFineBins - 1);
+    plain[b] += 1;
+  }
+  double total = 0, moved = 0;
+  for (size_t b = 0; b < plain.size(); ++b) {
+    total += d->counts[b];
+    moved += std::abs(d->counts[b] - plain[b]);
+  }
+  EXPECT_EQ(total, static_cast<double>(d->count));
+  EXPECT_LE(moved, 4) << "values counted in another bin than their offset's (beyond ulps)";
+}
+
+TEST(StepDistribution, FastPathsCountLikeAPlainLoop) {
+  for (bool nonfinite : {true, false}) {
+    CheckAgainstPlainCount<float>(DType::kFloat32, nonfinite);
+    CheckAgainstPlainCount<double>(DType::kFloat64, nonfinite);
+  }
+}
+
 TEST(StepDistribution, ConstantAndEmpty) {
   auto d = ComputeStepDistribution(DType::kFloat32, Bytes(std::vector<float>(100, 2.5f)));
   ASSERT_TRUE(d.ok());
