@@ -34,7 +34,11 @@ import time
 import uuid
 from typing import Dict, List
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agent_bench import start  # noqa: E402  (a server or agent, pinned to CPUs)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ALL_CPUS = f"0-{(os.cpu_count() or 1) - 1}"  # not pinned: the ranks share every core
 COLLECTIONS = ["weights", "biases", "gradients", "losses"]
 
 
@@ -95,15 +99,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(args: List[str], env: Dict[str, str], log: str):
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(log, "ab"), stdin=subprocess.DEVNULL, env=env,
-                         text=True)
-    line = p.stdout.readline()
-    if not line.startswith("listening on "):
-        raise SystemExit(f"{args[0]} did not start: {line!r} (log {log})")
-    return p, line.split()[2]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
@@ -132,11 +127,11 @@ def main() -> int:
     results: Dict[int, Dict[str, List[float]]] = {}
     try:
         server, address = start([os.path.join(args.bin_dir, "tensorkeep-server"), "--listen", "127.0.0.1:0",
-                                 "--data-dir", os.path.join(work, "data"), "--log-level", "warn"], env,
-                                os.path.join(work, "server.log"))
+                                 "--data-dir", os.path.join(work, "data"), "--log-level", "warn"], ALL_CPUS,
+                                env, os.path.join(work, "server.log"))
         procs.append(server)
         agent, _ = start([os.path.join(args.bin_dir, "tensorkeep-agent"), "--idle-exit-seconds", "0",
-                          "--log-level", "warn"], env, os.path.join(work, "agent.log"))
+                          "--log-level", "warn"], ALL_CPUS, env, os.path.join(work, "agent.log"))
         procs.append(agent)
         for world in [int(w) for w in args.worlds.split(",")]:
             url = f"tensorkeep://{address}/ddp-bench-w{world}-{uuid.uuid4().hex[:6]}"
