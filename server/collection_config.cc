@@ -6,72 +6,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/errors.h"
+#include "base/python_regex.h"
 #include "base/status_macros.h"
 #include "server/trial.h"
 #include "server/validation.h"
 
 namespace tensorkeep {
 namespace {
-
-// Memory of one collection regex compiled to check or match it.
-constexpr int64_t kRegexMemoryBytes = 1 << 20;
-
-RE2::Options RegexOptions() {
-  RE2::Options options;
-  options.set_log_errors(false);
-  options.set_max_mem(kRegexMemoryBytes);
-  return options;
-}
-
-// `regex` with Python's lookaround and backreferences replaced by empty
-// groups: what RE2 must accept for the rest of it to be valid. Escaped
-// characters are copied as they are.
-std::string WithoutPythonOnly(const std::string& regex, bool* replaced) {
-  std::string out;
-  out.reserve(regex.size());
-  *replaced = false;
-  size_t i = 0;
-  while (i < regex.size()) {
-    const char c = regex[i];
-    if (c == '\\' && i + 1 < regex.size()) {
-      if (regex[i + 1] >= '1' && regex[i + 1] <= '9') {  // \1: a backreference
-        out += "(?:)";
-        *replaced = true;
-        i += 2;
-        while (i < regex.size() && regex[i] >= '0' && regex[i] <= '9') ++i;
-        continue;
-      }
-      out.append(regex, i, 2);
-      i += 2;
-      continue;
-    }
-    const absl::string_view rest(regex.data() + i, regex.size() - i);
-    if (absl::StartsWith(rest, "(?<=") || absl::StartsWith(rest, "(?<!")) {
-      out += "(?:";
-      *replaced = true;
-      i += 4;
-      continue;
-    }
-    if (absl::StartsWith(rest, "(?=") || absl::StartsWith(rest, "(?!")) {
-      out += "(?:";
-      *replaced = true;
-      i += 3;
-      continue;
-    }
-    if (absl::StartsWith(rest, "(?P=")) {  // (?P=name): a backreference
-      const size_t close = regex.find(')', i);
-      if (close != std::string::npos) {
-        out += "(?:)";
-        *replaced = true;
-        i = close + 1;
-        continue;
-      }
-    }
-    out += c;
-    ++i;
-  }
-  return out;
-}
 
 absl::Status Bad(const std::string& collection, const std::string& what) {
   return MakeError(Reason::kBadRequest,
@@ -84,18 +25,10 @@ absl::Status CheckRegex(const std::string& collection, const std::string& regex)
                                         regex.size(), " bytes long; the limit is ",
                                         kMaxRegexBytes));
   }
-  RE2 re(regex, RegexOptions());
-  if (re.ok()) return absl::OkStatus();
-  bool replaced = false;
-  const std::string rest = WithoutPythonOnly(regex, &replaced);
-  if (replaced) {
-    RE2 without(rest, RegexOptions());
-    if (without.ok()) return absl::OkStatus();  // valid but for Python-only constructs
-    return Bad(collection, absl::StrCat("include_regex ", QuoteInput(regex), " is invalid: ",
-                                        QuoteInput(without.error(), 200)));
-  }
+  const PythonRegexCheck check = CheckPythonRegex(regex);
+  if (check.kind != PythonRegexKind::kInvalid) return absl::OkStatus();  // lookaround: stored
   return Bad(collection, absl::StrCat("include_regex ", QuoteInput(regex), " is invalid: ",
-                                      QuoteInput(re.error(), 200),
+                                      QuoteInput(check.error, 200),
                                       " (Python's re syntax, as RE2 reads it)"));
 }
 
@@ -179,7 +112,9 @@ absl::Status ValidatePutCollections(const v1::PutCollectionsRequest& request) {
   return absl::OkStatus();
 }
 
-bool CollectorMatches(const std::string& regex) { return RE2(regex, RegexOptions()).ok(); }
+bool CollectorMatches(const std::string& regex) {
+  return CheckPythonRegex(regex).kind == PythonRegexKind::kRe2;
+}
 
 storage::WorkerCollections ToStored(const v1::PutCollectionsRequest& request) {
   storage::WorkerCollections out;
@@ -230,8 +165,7 @@ std::map<std::string, MergedCollection> MergeCollections(const CollectionConfigs
 std::vector<std::unique_ptr<RE2>> CompileCollectionRegexes(const v1::CollectionConfig& config) {
   std::vector<std::unique_ptr<RE2>> out;
   for (const std::string& r : config.include_regex()) {
-    auto re = std::make_unique<RE2>(r, RegexOptions());
-    if (re->ok()) out.push_back(std::move(re));
+    if (auto re = CompilePythonRegex(r)) out.push_back(std::move(re));
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "client/cli/cli_errors.h"
 #include "client/cli/collector_wait.h"
 #include "client/cli/progress_bar.h"
+#include "client/cli/smdebug_collections.h"
 #include "client/cli/smdebug_layout.h"
 #include "client/trial.h"
 #include "google/protobuf/struct.pb.h"
@@ -130,7 +131,7 @@ int ExportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
   if (!steps.ok()) return Fail(steps.status());
   auto workers = trial.Workers();
   if (!workers.ok()) return Fail(workers.status());
-  auto collections = trial.Collections();
+  auto collections = trial.CollectionInfos();
   if (!collections.ok()) return Fail(collections.status());
 
   const double wall = Now();
@@ -178,18 +179,14 @@ int ExportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
   }
   bar.Done();
 
-  // Every worker's collections file: each collection lists its tensors.
+  // Every worker's collections file: each collection with its stored
+  // configuration (that of the first worker that sent it; smdebug reads the
+  // first worker's file) and the tensors its regexes do not cover.
   google::protobuf::Struct colls;
   auto* cf = (*colls.mutable_fields())["collections"].mutable_struct_value()->mutable_fields();
-  for (const auto& [name, tensors] : *collections) {
-    auto* c = (*cf)[name].mutable_struct_value()->mutable_fields();
-    (*c)["name"].set_string_value(name);
-    (*c)["include_regex"].mutable_list_value();
-    auto* tn = (*c)["tensor_names"].mutable_list_value();
-    for (const auto& t : tensors) tn->add_values()->set_string_value(t);
-    (*c)["reduction_config"].set_null_value(google::protobuf::NULL_VALUE);
-    (*c)["save_config"].set_null_value(google::protobuf::NULL_VALUE);
-    (*c)["save_histogram"].set_bool_value(true);
+  for (const v1::CollectionInfo& info : *collections) {
+    (*cf)[info.name()] = smdebug::CollectionJson(info.name(), info.configured(), info.config(),
+                                                 smdebug::ListedTensorNames(info));
   }
   const uint32_t num_workers =
       std::max<uint32_t>(summary->num_workers(), static_cast<uint32_t>(workers->size()));

@@ -4,7 +4,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -18,11 +17,10 @@
 #include "client/cli/cli_errors.h"
 #include "client/cli/collector_wait.h"
 #include "client/cli/progress_bar.h"
+#include "client/cli/smdebug_collections.h"
 #include "client/cli/smdebug_layout.h"
 #include "client/trial.h"
 #include "client/writer.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "tensor/dtype.h"
 #include "tfrecord/record.h"
 
@@ -40,71 +38,11 @@ absl::StatusOr<std::string> ReadFile(const fs::path& path) {
   return ss.str();
 }
 
-absl::StatusOr<google::protobuf::Struct> ReadJson(const fs::path& path) {
-  TK_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  google::protobuf::Struct out;
-  auto s = google::protobuf::util::JsonStringToMessage(text, &out);
-  if (!s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": not JSON: ", s.ToString()));
-  }
-  return out;
-}
-
-// One collection of a worker's collections file.
-struct CollectionRule {
-  std::string name;
-  std::set<std::string> tensor_names;
-  std::vector<std::regex> include_regex;
-};
-
-struct CollectionsFile {
-  uint32_t num_workers = 0;
-  std::vector<CollectionRule> collections;
-};
-
-absl::StatusOr<CollectionsFile> ReadCollections(const fs::path& path) {
-  TK_ASSIGN_OR_RETURN(auto json, ReadJson(path));
-  CollectionsFile out;
-  const auto& f = json.fields();
-  if (auto meta = f.find("_meta"); meta != f.end()) {
-    const auto& m = meta->second.struct_value().fields();
-    if (auto n = m.find("num_workers"); n != m.end()) {
-      out.num_workers = static_cast<uint32_t>(n->second.number_value());
-    }
-  }
-  if (auto colls = f.find("collections"); colls != f.end()) {
-    for (const auto& [name, c] : colls->second.struct_value().fields()) {
-      CollectionRule rule;
-      rule.name = name;
-      const auto& cf = c.struct_value().fields();
-      if (auto t = cf.find("tensor_names"); t != cf.end()) {
-        for (const auto& v : t->second.list_value().values())
-          rule.tensor_names.insert(v.string_value());
-      }
-      if (auto r = cf.find("include_regex"); r != cf.end()) {
-        for (const auto& v : r->second.list_value().values()) {
-          try {
-            rule.include_regex.emplace_back(v.string_value(), std::regex::ECMAScript);
-          } catch (const std::regex_error&) {
-            std::cerr << "tensorkeep: warning: " << path.string() << ": collection " << name
-                      << ": regex '" << v.string_value() << "' not understood; ignored\n";
-          }
-        }
-      }
-      out.collections.push_back(std::move(rule));
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> CollectionsOf(const std::string& tensor, const CollectionsFile& file) {
+std::vector<std::string> CollectionsOf(const std::string& tensor,
+                                       const smdebug::CollectionsFile& file) {
   std::vector<std::string> out;
   for (const auto& c : file.collections) {
-    bool in = c.tensor_names.count(tensor) > 0;
-    for (size_t i = 0; !in && i < c.include_regex.size(); ++i) {
-      in = std::regex_search(tensor, c.include_regex[i]);
-    }
-    if (in) out.push_back(c.name);
+    if (c.Contains(tensor)) out.push_back(c.config.name());
   }
   return out;
 }
@@ -246,6 +184,28 @@ absl::Status ReadEventFile(const fs::path& path, const smdebug::StepFile& where,
   return absl::OkStatus();
 }
 
+// Stores each worker's configured collections; returns the names of the
+// collections stored (none, with a warning, when the collector refused).
+std::set<std::string> PutCollections(const client::Trial& trial,
+                                     const std::map<std::string, smdebug::CollectionsFile>& files) {
+  std::set<std::string> names;
+  for (const auto& [worker, file] : files) {
+    std::vector<v1::CollectionConfig> configs;
+    for (const auto& c : file.collections) {
+      if (c.configured) configs.push_back(c.config);
+    }
+    if (configs.empty()) continue;
+    auto put = trial.PutCollections(worker, configs);
+    if (!put.ok()) {
+      std::cerr << "tensorkeep: warning: the collector did not store the collections of " << worker
+                << ": " << put.status().message() << "; the tensors are imported without them\n";
+      continue;
+    }
+    for (const auto& c : configs) names.insert(c.name());
+  }
+  return names;
+}
+
 }  // namespace
 
 int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connection,
@@ -281,15 +241,28 @@ int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
   if (total == 0) {
     return Fail(absl::NotFoundError(absl::StrCat(dir.string(), "/events holds no event files")));
   }
-  // Each worker's collections (its own file, else any worker's).
-  std::map<std::string, CollectionsFile> collections;
+  // Every worker's collections file (smdebug writes one a worker): its
+  // configuration is stored (PutCollections) as that worker's, and tags the
+  // worker's tensors (a worker without a file: the first file's).
+  std::map<std::string, smdebug::CollectionsFile> collections;
   uint32_t num_workers = static_cast<uint32_t>(files.size());
-  for (const auto& [worker, unused] : files) {
-    const fs::path p = dir / smdebug::CollectionsFilePath(worker);
-    if (!fs::exists(p, ec)) continue;
-    auto c = ReadCollections(p);
+  size_t python_only = 0, not_stored = 0;
+  for (const auto& f : fs::directory_iterator(dir / "collections" / "000000000", ec)) {
+    const std::string worker = smdebug::WorkerOfCollectionsFile(f.path().filename().string());
+    if (worker.empty()) continue;
+    auto text = ReadFile(f.path());
+    if (!text.ok()) return Fail(text.status());
+    auto c = smdebug::ParseCollectionsFile(*text, f.path().string());
     if (!c.ok()) return Fail(c.status());
     num_workers = std::max(num_workers, c->num_workers);
+    for (const auto& coll : c->collections) {
+      for (const auto& p : coll.problems) {
+        std::cerr << "tensorkeep: warning: " << f.path().string() << ": collection "
+                  << coll.config.name() << ": " << p << "\n";
+      }
+      python_only += coll.python_only_regexes;
+      if (!coll.configured) ++not_stored;
+    }
     collections[worker] = std::move(*c);
   }
   if (collections.empty()) {
@@ -320,9 +293,11 @@ int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
     }
   }
   ProgressBar bar("importing", total, "event files");
+  bool collections_put = false;
+  std::set<std::string> configured;
   uint64_t done = 0;
   for (const auto& [worker, list] : files) {
-    const CollectionsFile* colls = nullptr;
+    const smdebug::CollectionsFile* colls = nullptr;
     if (auto it = collections.find(worker); it != collections.end()) {
       colls = &it->second;
     } else if (!collections.empty()) {
@@ -336,6 +311,12 @@ int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
     opts.num_workers = num_workers;
     auto writer = client::Writer::Open(opts);
     if (!writer.ok()) return Fail(writer.status());
+    if (!collections_put) {
+      // Once the trial exists, and before it ends (an ended trial's
+      // collections cannot change). A refusal leaves the data to import.
+      collections_put = true;
+      configured = PutCollections(client::Trial(connection, trial_name), collections);
+    }
     for (const auto& [where, path] : list) {
       WorkerRecords records;
       absl::Status s = ReadEventFile(path, where, /*warn=*/false, &records, &summary);
@@ -362,6 +343,8 @@ int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
   }
   bar.Done();
 
+  std::set<std::string> all_collections = summary.collections;
+  all_collections.insert(configured.begin(), configured.end());
   std::cout << "imported " << dir.string() << " into trial " << trial_name << ": "
             << summary.steps.size() << " steps";
   if (!summary.steps.empty()) {
@@ -369,9 +352,20 @@ int ImportSmdebug(const Args& args, const std::shared_ptr<Connection>& connectio
   }
   std::cout << ", " << files.size() << " workers (of " << num_workers << "), "
             << summary.tensors.size() << " tensors, " << summary.values << " values, "
-            << summary.reductions << " saved reductions, " << summary.collections.size()
-            << " collections, from " << summary.files << " event files; trial "
-            << (ended ? "ended" : "left running (no training_job_end.ts)") << "\n";
+            << summary.reductions << " saved reductions, " << all_collections.size()
+            << " collections (" << configured.size() << " configured), from " << summary.files
+            << " event files; trial " << (ended ? "ended" : "left running (no training_job_end.ts)")
+            << "\n";
+  if (python_only > 0) {
+    std::cout << "  " << python_only
+              << " include_regex use lookaround or backreferences: stored as written, matched by "
+                 "the Python client only\n";
+  }
+  if (not_stored > 0) {
+    std::cout << "  " << not_stored
+              << " collections' configurations could not be read and were not stored (see "
+                 "warnings)\n";
+  }
   if (summary.truncated_files > 0) {
     std::cout << "  " << summary.truncated_files
               << " event files were cut mid-record (see warnings)\n";

@@ -3,9 +3,13 @@
 // bar on a terminal and a summary at the end. Values keep their dtype, shape
 // and bytes; saved reductions (smdebug/reductions/...) become the tensor's
 // saved reductions (a reductions-only tensor stays without a value); modes and
-// mode steps come from each event's plugin data; collections from each
-// worker's collections file (its tensor_names and include_regex, matched with
-// re.search's semantics); the trial ends if training_job_end.ts exists.
+// mode steps come from each event's plugin data; each worker's collections
+// file (smdebug_collections.h) is stored as that worker's configuration
+// (PutCollections: include_regex, tensor_names, save and reduction configs,
+// save_histogram) and tags its tensors (tensor_names, and include_regex
+// matched with RE2 as re.search would; lookaround regexes are stored but
+// matched only by the Python client); the trial ends if training_job_end.ts
+// exists.
 // Event files are read whole-record by whole-record: a file cut mid-record by
 // a crash contributes its whole records and is reported.
 #ifndef TENSORKEEP_CLIENT_CLI_SMDEBUG_IMPORT_H_

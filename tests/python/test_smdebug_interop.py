@@ -9,6 +9,13 @@
   the Event, its plugin data and index entries) against the same expectations,
   and round-tripped (import -> export -> import gives the same trial, value by
   value); smdebug's own create_trial reads it when smdebug can be imported here.
+- collections: the collection files' configuration is stored per worker
+  (include_regex, tensor_names, save config per mode, reduction config,
+  save_histogram, read with smdebug's rules written out here), regexes RE2
+  cannot run are stored (lookaround) or left out with a warning, never failing
+  the import; export writes it back in smdebug's format, compared with the
+  originals under those rules and, through smdebug's own reader, as Collection
+  objects.
 """
 
 import json
@@ -292,36 +299,57 @@ def _smdebug_path(dest):
     return dest + os.pathsep + stubs, None
 
 
-def test_smdebugs_own_reader_reads_the_export(server, trial_name, tmp_path):
-    path, why = _smdebug_path(str(tmp_path / "smdebug-src"))
+@pytest.fixture(scope="module")
+def smdebug_source(tmp_path_factory):
+    """(PYTHONPATH of smdebug's sources, None) or (None, why not): made once."""
+    return _smdebug_path(str(tmp_path_factory.mktemp("smdebug") / "src"))
+
+
+def test_smdebugs_own_reader_reads_the_export(server, trial_name, tmp_path, smdebug_source):
+    """smdebug's create_trial on the export: the values it reads from the
+    originals (*.expected.json), and the same collections (Collection objects:
+    include_regex, tensor_names, save and reduction configs, save_histogram;
+    tensor_names(collection=)) as from the originals, also for a configuration
+    with reductions, norms, per-mode steps and end steps."""
+    path, why = smdebug_source
     if path is None:
         print(f"SKIP reason: {why}")
         pytest.skip(why)
     args = []
-    for name in NAMES:
-        _import(server, os.path.join(FIXTURES, name), trial_name + name)
-        _cli(server, "export-smdebug", trial_name + name, str(tmp_path / name))
-        args += [str(tmp_path / name), os.path.join(FIXTURES, name + ".expected.json")]
-    # One interpreter for both trials (importing smdebug takes seconds).
+    for name in NAMES + ["configured"]:
+        src = str(_configured_fixture(tmp_path, odd=False)) if name == "configured" else os.path.join(FIXTURES, name)
+        _import(server, src, trial_name + name)
+        _cli(server, "export-smdebug", trial_name + name, str(tmp_path / ("x" + name)))
+        exp = os.path.join(FIXTURES, name + ".expected.json") if name in NAMES else "-"
+        args += [src, str(tmp_path / ("x" + name)), exp]
+    # One interpreter for every trial (importing smdebug takes seconds).
     code = (
         "import json,sys\n"
         "try:\n"
         "  from smdebug.trials import create_trial\n"
         "except ImportError as e:\n"
         "  print('IMPORT-FAILED', e); sys.exit(3)\n"
-        "for d,e in zip(sys.argv[1::2], sys.argv[2::2]):\n"
-        "  t=create_trial(d); exp=json.load(open(e))\n"
-        "  assert t.steps()==exp['steps'], t.steps()\n"
-        "  assert sorted(t.workers())==sorted(exp['workers'])\n"
-        "  for key,w in exp['tensors'].items():\n"
-        "    n,s,wk=key.split('|'); s=int(s)\n"
-        "    assert t.mode(s).name==w['mode'] and t.mode_step(s)==w['mode_step'], key\n"
-        "    if 'values' in w:\n"
-        "      v=t.tensor(n).value(s,worker=wk)\n"
-        "      assert str(v.dtype)==w['dtype'] and list(v.shape)==w['shape'] and v.reshape(-1).tolist()==w['values'], key\n"
-        "    for r,v in w.get('reductions',{}).items():\n"
-        "      rn,a=r.split('|'); assert float(t.tensor(n).reduction_value(s,rn,worker=wk,abs=a=='True'))==v, key\n"
-        "print('ok')\n"
+        "out=[]\n"
+        "for o,d,e in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):\n"
+        "  t=create_trial(d)\n"
+        "  if e!='-':\n"
+        "    exp=json.load(open(e))\n"
+        "    assert t.steps()==exp['steps'], t.steps()\n"
+        "    assert sorted(t.workers())==sorted(exp['workers'])\n"
+        "    for key,w in exp['tensors'].items():\n"
+        "      n,s,wk=key.split('|'); s=int(s)\n"
+        "      assert t.mode(s).name==w['mode'] and t.mode_step(s)==w['mode_step'], key\n"
+        "      if 'values' in w:\n"
+        "        v=t.tensor(n).value(s,worker=wk)\n"
+        "        assert str(v.dtype)==w['dtype'] and list(v.shape)==w['shape'] and v.reshape(-1).tolist()==w['values'], key\n"
+        "      for r,v in w.get('reductions',{}).items():\n"
+        "        rn,a=r.split('|'); assert float(t.tensor(n).reduction_value(s,rn,worker=wk,abs=a=='True'))==v, key\n"
+        "  a=create_trial(o); ca,cb=a.collections(),t.collections()\n"
+        "  out.append({'dir':o,'names':[sorted(ca),sorted(cb)],'workers':[sorted(a.worker_set),sorted(t.worker_set)],\n"
+        "    'colls':{n:[ca[n].to_json_dict(), cb[n].to_json_dict() if n in cb else None,\n"
+        "                sorted(a.tensor_names(collection=n)), sorted(t.tensor_names(collection=n)) if n in cb else None]\n"
+        "             for n in ca}})\n"
+        "print(json.dumps(out))\n"
     )
     r = subprocess.run([sys.executable, "-c", code, *args],
                        env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=120)
@@ -329,7 +357,18 @@ def test_smdebugs_own_reader_reads_the_export(server, trial_name, tmp_path):
         why = "smdebug cannot be imported here: " + r.stdout.strip()
         print(f"SKIP reason: {why}")
         pytest.skip(why)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+    assert r.returncode == 0, r.stderr[-2000:]
+    checked = 0
+    for t in json.loads(r.stdout.strip().splitlines()[-1]):
+        assert t["names"][0] == t["names"][1], t["dir"]
+        assert t["workers"][0] == t["workers"][1], t["dir"]
+        for cname, (orig, exported, names_o, names_x) in t["colls"].items():
+            if t["dir"].endswith("configured") and cname == "biases":
+                continue  # its \Z regex was left out (checked in the import test)
+            assert exported == orig, (t["dir"], cname)  # include_regex, names, save and reduction configs
+            assert names_x == names_o, (t["dir"], cname)
+            checked += 1
+    assert checked == 7 + 3 + 6
 
 
 @pytest.mark.parametrize("damage", ["data_crc", "length_crc", "not_an_event", "bad_mode", "shape_mismatch"])
@@ -371,3 +410,169 @@ def test_import_of_a_damaged_directory_fails_with_a_message(server, trial_name, 
     finally:
         channel.close()
     assert trial_name not in [t.name for t in trials]
+
+
+# ----------------------------------------------------------------------
+# Collections' configuration: import stores smdebug's collection files
+# (PutCollections, per worker), export writes them back in smdebug's format.
+# ----------------------------------------------------------------------
+
+_MODES = ["TRAIN", "EVAL", "PREDICT", "GLOBAL"]
+
+
+def _smdebug_semantics(c):
+    """A collection of an smdebug collections file as smdebug's
+    Collection.from_dict reads it (written independently of the importer):
+    {"include_regex", "tensor_names" (a set), "reduction_config" (the four
+    lists and the two flags, or None), "save_config" ({mode: dict or None}, or
+    None), "save_histogram"}."""
+    rc = c.get("reduction_config")
+    if rc is not None:
+        parts = [p.strip() for p in rc.get("reductions", "").split(",") if p.strip()]
+        rc = {
+            "reductions": [p for p in parts if not p.startswith("abs_") and not p.endswith("_norm")],
+            "norms": [p[: -len("_norm")] for p in parts if not p.startswith("abs_") and p.endswith("_norm")],
+            "abs_reductions": [p[4:] for p in parts if p.startswith("abs_") and not p.endswith("_norm")],
+            "abs_norms": [p[4: -len("_norm")] for p in parts if p.startswith("abs_") and p.endswith("_norm")],
+            "save_raw_tensor": rc.get("save_raw_tensor", False),
+            "save_shape": rc.get("save_shape", False),
+        }
+    sc = c.get("save_config")
+    if sc is not None:
+        sc = {
+            m: None if sc.get(m) is None else {
+                "save_interval": sc[m].get("save_interval", 500),
+                "save_steps": sorted(sc[m].get("save_steps") or []),
+                "start_step": sc[m].get("start_step", 0),
+                "end_step": sc[m].get("end_step"),
+            }
+            for m in _MODES
+        }
+    return {
+        "include_regex": list(c.get("include_regex") or []),
+        "tensor_names": set(c.get("tensor_names") or []),
+        "reduction_config": rc,
+        "save_config": sc,
+        "save_histogram": c.get("save_histogram", True),
+    }
+
+
+def _collection_files(directory):
+    d = os.path.join(directory, "collections", "000000000")
+    out = {}
+    for f in sorted(os.listdir(d)):
+        with open(os.path.join(d, f)) as fh:
+            out[f[: -len("_collections.json")]] = json.load(fh)
+    return out
+
+
+def _tk_semantics(c):
+    """A tensorkeep Collection in _smdebug_semantics' terms."""
+    return _smdebug_semantics(c.to_json_dict())
+
+
+def _configured_fixture(tmp_path, odd=True):
+    """pytorch_mlp with a richer configuration smdebug writes too: reductions
+    (incl. norms and abs), save_shape, raw tensors off, per-mode save steps,
+    end steps and an unset mode; plus two regexes RE2 cannot run (a lookbehind,
+    stored as written; Python's \\Z, which RE2 refuses even without lookaround:
+    left out with a warning) and a collection whose save_config names an
+    unknown mode (its configuration not stored, the import goes on)."""
+    d = tmp_path / "configured"
+    shutil.copytree(os.path.join(FIXTURES, "pytorch_mlp"), d)
+    p = d / "collections" / "000000000" / "worker_0_collections.json"
+    doc = json.loads(p.read_text())
+    colls = doc["collections"]
+    colls["gradients"]["reduction_config"] = {
+        "save_raw_tensor": False, "reductions": "min,max, abs_mean,l2_norm,abs_l1_norm", "save_shape": True}
+    colls["gradients"]["save_config"] = {
+        "TRAIN": {"save_interval": 3, "save_steps": [1, 7], "start_step": 2, "end_step": 40},
+        "EVAL": {"save_interval": 1, "save_steps": [], "start_step": 0, "end_step": None},
+        "PREDICT": None,
+        "GLOBAL": {"save_interval": 5, "save_steps": [], "start_step": 0, "end_step": None},
+    }
+    colls["biases"]["include_regex"] = ["(?<!gradient/)Sequential_\\d\\.bias", "bias\\Z"]
+    if odd:  # smdebug itself cannot read this one
+        colls["odd"] = {"name": "odd", "include_regex": ["^Sequential_0"], "tensor_names": [],
+                        "reduction_config": None, "save_config": {"TRAINING": {"save_interval": 2}},
+                        "save_histogram": True}
+    p.write_text(json.dumps(doc))
+    return d
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_import_stores_each_collection_files_configuration(server, trial_name, name):
+    _import(server, os.path.join(FIXTURES, name), trial_name)
+    files = _collection_files(os.path.join(FIXTURES, name))
+    first = files[sorted(files)[0]]["collections"]  # smdebug reads the first worker's file
+    trial = create_trial(server.url(trial_name))
+    colls = trial.collections()
+    assert sorted(colls) == sorted(first)
+    for cname, c in first.items():
+        want = _smdebug_semantics(c)
+        got = _tk_semantics(trial.collection(cname))
+        assert got["tensor_names"] >= want["tensor_names"], cname  # plus saved tensors it matches
+        want.pop("tensor_names"), got.pop("tensor_names")
+        assert got == want, cname
+        # tensor_names(collection=) as smdebug computes it: its names, or re.search of a regex.
+        import re
+        expect = sorted(t for t in trial.tensor_names()
+                        if t in c["tensor_names"] or any(re.search(r, t) for r in c["include_regex"]))
+        assert sorted(trial.tensor_names(collection=cname)) == expect, cname
+    # Stored per worker: every worker that wrote a file configured each collection.
+    r = _cli(server, "collections", trial_name, "--json")
+    listed = {c["name"]: c for c in json.loads(r.stdout)["collections"]}
+    for cname in first:
+        assert sorted(listed[cname]["configured_by"]) == sorted(files), cname
+
+
+def test_import_of_regexes_re2_refuses_and_unreadable_configs(server, trial_name, tmp_path):
+    d = _configured_fixture(tmp_path)
+    r = _import(server, str(d), trial_name)
+    assert "bias\\Z" in r.stderr and "left out" in r.stderr, r.stderr
+    assert "collection odd" in r.stderr and "TRAINING" in r.stderr, r.stderr
+    assert "matched by the Python client only" in r.stdout, r.stdout
+    trial = create_trial(server.url(trial_name))
+    g = _tk_semantics(trial.collection("gradients"))
+    assert g["reduction_config"] == {"reductions": ["min", "max"], "norms": ["l2"], "abs_reductions": ["mean"],
+                                     "abs_norms": ["l1"], "save_raw_tensor": False, "save_shape": True}
+    assert g["save_config"]["TRAIN"] == {"save_interval": 3, "save_steps": [1, 7], "start_step": 2, "end_step": 40}
+    assert g["save_config"]["GLOBAL"]["save_interval"] == 5
+    b = trial.collection("biases")
+    assert b.include_regex == ["(?<!gradient/)Sequential_\\d\\.bias"]  # stored as written, \Z left out
+    # The lookbehind is matched by the Python client.
+    assert sorted(trial.tensor_names(collection="biases")) == ["Sequential_0.bias", "Sequential_2.bias"]
+    odd = trial.collection("odd")  # not configured; its regex still tagged the tensors (RE2)
+    assert odd.save_config is None and odd.include_regex == []
+    assert sorted(odd.tensor_names) == ["Sequential_0.bias", "Sequential_0.weight"]
+
+
+@pytest.mark.parametrize("name", NAMES + ["configured"])
+def test_export_writes_the_stored_collections_in_smdebugs_format(server, trial_name, tmp_path, name):
+    src = str(_configured_fixture(tmp_path)) if name == "configured" else os.path.join(FIXTURES, name)
+    _import(server, src, trial_name)
+    out = tmp_path / "exported"
+    _cli(server, "export-smdebug", trial_name, str(out))
+    orig, got = _collection_files(src), _collection_files(str(out))
+    assert sorted(got) == sorted(orig)
+    first = orig[sorted(orig)[0]]
+    for worker, doc in got.items():
+        assert doc["_meta"] == first["_meta"]
+        assert sorted(doc["collections"]) == sorted(first["collections"])
+        for cname, c in doc["collections"].items():
+            assert c["name"] == cname
+            want = _smdebug_semantics(first["collections"][cname])
+            if name == "configured" and cname == "biases":
+                want["include_regex"] = want["include_regex"][:1]  # \Z was left out
+            if name == "configured" and cname == "odd":  # its configuration was not stored
+                want = {**want, "include_regex": [], "save_config": None, "tensor_names": {
+                    "Sequential_0.bias", "Sequential_0.weight"}}
+            assert _smdebug_semantics(c) == want, (worker, cname)
+    # Exported again after an import of the export: the same files.
+    second = trial_name + "-again"
+    _import(server, str(out), second)
+    _cli(server, "export-smdebug", second, str(tmp_path / "again"))
+    again = _collection_files(str(tmp_path / "again"))
+    for worker in got:
+        assert {k: _smdebug_semantics(v) for k, v in again[worker]["collections"].items()} == {
+            k: _smdebug_semantics(v) for k, v in got[worker]["collections"].items()}
