@@ -276,18 +276,58 @@
     });
   }
 
+  // A collection's save config (null: the hook's default) and reductions, as text.
+  const MODES = ["TRAIN", "EVAL", "PREDICT", "GLOBAL"];
+  function saveConfigText(sc) {
+    if (!sc) return "hook's default";
+    const one = (m) => [`every ${m.save_interval} from ${m.start_step}`,
+      m.end_step === null ? "" : ` to ${m.end_step}`,
+      m.save_steps.length ? `, and steps ${m.save_steps.join(", ")}` : ""].join("");
+    const modes = MODES.filter((m) => sc[m]);
+    const texts = modes.map((m) => one(sc[m]));
+    if (modes.length === MODES.length && texts.every((t) => t === texts[0])) return `every mode: ${texts[0]}`;
+    return modes.map((m, i) => `${m}: ${texts[i]}`).join("; ");
+  }
+  function reductionText(rc) {
+    if (!rc) return "hook's default";
+    const parts = [...rc.reductions, ...rc.norms.map((n) => `${n} norm`),
+      ...rc.abs_reductions.map((r) => `abs ${r}`), ...rc.abs_norms.map((n) => `abs ${n} norm`)];
+    return [parts.length ? parts.join(", ") : "none", rc.save_raw_tensor ? "; raw tensor saved" : "; raw tensor not saved",
+      rc.save_shape ? "; shape saved" : ""].join("");
+  }
+  function collectionRow(c) {
+    return el("tr", {class: "collection", "data-name": c.name, "data-tensors": c.tensors},
+      el("td", {}, c.name), el("td", {}, c.tensors),
+      el("td", {class: "regex"}, c.include_regex.length ? c.include_regex.join("  ") : "–"),
+      el("td", {class: "save"}, c.configured ? saveConfigText(c.save_config) : "–"),
+      el("td", {class: "reductions"}, c.configured ? reductionText(c.reduction_config) : "–"),
+      el("td", {}, c.configured ? c.configured_by.join(", ") : el("span", {class: "muted"}, "not configured")));
+  }
+
   // ---- one trial --------------------------------------------------------------
   async function trialPage(name) {
     document.title = `tensorkeep: ${name}`;
     const info = await api(`/api/v1/trials/${enc(name)}`);
     const base = `/api/v1/trials/${enc(name)}`;
-    const collections = info.collections.map((c) => c.name);
+    // The collections tensors were saved in (configured ones may be empty).
+    const collections = info.collections.filter((c) => c.tensors > 0).map((c) => c.name);
     const state = {worker: "", mode: "", from: null, to: null, collection: collections.includes("gradients")
       ? "gradients" : collections[0] || "", reduction: "mean", abs: true, logY: true, tensor: "", step: null};
     let trial = info.trial;
 
     const header = el("div");
-    const workers = el("tbody"), rules = el("tbody");
+    const workers = el("tbody"), rules = el("tbody"), collectionRows = el("tbody");
+    const showCollections = (list) => collectionRows.replaceChildren(...(list.length ? list.map(collectionRow)
+      : [el("tr", {}, el("td", {colspan: 6, class: "muted"}, "No collection yet."))]));
+    showCollections(info.collections);
+    // Collections change as a job saves (and when its hook closes): read again with the steps.
+    const drawCollections = throttle(async () => {
+      try {
+        showCollections((await api(base)).collections);
+      } catch (e) {
+        if (e instanceof AuthError) askToken(e.message);
+      }
+    }, 1000);
     const showTrial = (t) => {
       trial = t;
       header.replaceChildren(
@@ -330,6 +370,9 @@
           "committed through", "connected", "lost"].map((h) => el("th", {}, h)))), workers)),
         panel("Rules", el("table", {}, el("thead", {}, el("tr", {}, ["rule", "state", "step",
           "last evaluated", "action", "message", "updated"].map((h) => el("th", {}, h)))), rules))),
+      panel("Collections", el("table", {id: "collections"}, el("thead", {}, el("tr", {}, ["collection", "tensors",
+        "include_regex", "saved (steps of each mode)", "reductions", "configured by"].map((h) => el("th", {}, h)))),
+        collectionRows)),
       el("section", {class: "card controls"},
         el("label", {}, "worker "), select("worker", workerOptions, "", (v) => { state.worker = v; refresh(); }),
         el("label", {}, "mode "), select("mode", modeOptions, "", (v) => { state.mode = v; refresh(); }),
@@ -448,6 +491,7 @@
         const grew = t.last_step !== trial.last_step || t.complete_through !== trial.complete_through;
         showTrial(t);
         if (grew) refresh();
+        if (grew || t.ended) drawCollections();
       });
     }
   }

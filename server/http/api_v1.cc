@@ -173,6 +173,71 @@ void WriteEnvelope(JsonWriter& j, const std::vector<EnvelopeBucket>& buckets) {
   column("max_step", [&](const EnvelopeBucket& b) { j.Uint(b.max_step); });
 }
 
+// One collection of the trial endpoint: its tensors and, when a writer
+// configured it (PutCollections), that configuration (docs/http-api.md).
+void WriteCollection(JsonWriter& j, const v1::CollectionInfo& info) {
+  auto strings = [&j](const auto& list) {
+    j.BeginArray();
+    for (const auto& x : list) j.String(x);
+    j.EndArray();
+  };
+  const v1::CollectionConfig& cfg = info.config();
+  j.BeginObject();
+  j.Key("name").String(info.name());
+  j.Key("tensors").Uint(static_cast<uint64_t>(info.tensor_names_size()));
+  j.Key("configured").Bool(info.configured());
+  j.Key("configured_by");
+  strings(info.configured_by());
+  j.Key("include_regex");
+  strings(cfg.include_regex());  // empty when not configured
+  j.Key("save_config");
+  if (!info.configured() || cfg.save_configs_size() == 0) {
+    j.Null();
+  } else {
+    j.BeginObject();
+    for (const v1::SaveConfigMode& m : cfg.save_configs()) {
+      j.Key(ModeName(m.mode())).BeginObject();
+      j.Key("save_interval").Uint(m.save_interval());
+      j.Key("start_step").Uint(m.start_step());
+      j.Key("end_step");
+      if (m.has_end_step()) {
+        j.Uint(m.end_step());
+      } else {
+        j.Null();
+      }
+      j.Key("save_steps").BeginArray();
+      for (uint64_t step : m.save_steps()) j.Uint(step);
+      j.EndArray().EndObject();
+    }
+    j.EndObject();
+  }
+  j.Key("reduction_config");
+  if (!info.configured() || !cfg.has_reduction_config()) {
+    j.Null();
+  } else {
+    const v1::ReductionConfig& r = cfg.reduction_config();
+    j.BeginObject();
+    j.Key("reductions");
+    strings(r.reductions());
+    j.Key("abs_reductions");
+    strings(r.abs_reductions());
+    j.Key("norms");
+    strings(r.norms());
+    j.Key("abs_norms");
+    strings(r.abs_norms());
+    j.Key("save_raw_tensor").Bool(r.save_raw_tensor());
+    j.Key("save_shape").Bool(r.save_shape());
+    j.EndObject();
+  }
+  j.Key("save_histogram");
+  if (info.configured()) {
+    j.Bool(cfg.save_histogram());
+  } else {
+    j.Null();
+  }
+  j.EndObject();
+}
+
 }  // namespace
 
 // One open /api/v1/events stream: woken by its trial's commits, or (the
@@ -271,9 +336,8 @@ void ApiV1::Register() {
                }
                j.EndArray();
                j.Key("collections").BeginArray();
-               for (const auto& [name, tensors] : trial->Collections()) {
-                 j.BeginObject().Key("name").String(name).Key("tensors").Uint(tensors.size());
-                 j.EndObject();
+               for (const v1::CollectionInfo& info : trial->CollectionInfos()) {
+                 WriteCollection(j, info);
                }
                j.EndArray();
                j.EndObject();

@@ -416,3 +416,67 @@ def test_tokens_and_prefixes(http_collector, tmp_path):
     assert team_seen == {"team-a-2"}, team_seen
     team_conn.close()
     all_conn.close()
+
+
+def _configured_collections():
+    """Collections as a hook configures them: per-mode save configs with an end
+    step and save steps, reductions with norms and abs, a lookahead regex (stored,
+    matched by the Python client only) and one configured but empty."""
+    from tensorkeep import ModeKeys, ReductionConfig, SaveConfig, SaveConfigMode
+    from tensorkeep.core.collection import Collection
+
+    return [
+        Collection("weights", include_regex=["^(?!gradient).*weight"], tensor_names=["w"],
+                   save_config=SaveConfig(mode_save_configs={
+                       ModeKeys.TRAIN: SaveConfigMode(save_interval=5, start_step=2, end_step=40, save_steps=[1, 7]),
+                       ModeKeys.EVAL: SaveConfigMode(save_interval=1)}),
+                   reduction_config=ReductionConfig(reductions=["min", "max"], abs_reductions=["mean"],
+                                                    norms=["l2"], abs_norms=["l1"], save_raw_tensor=False,
+                                                    save_shape=True),
+                   save_histogram=False),
+        Collection("losses", include_regex=["loss"]),
+        Collection("relu_outputs", include_regex=[".*relu.*output"], save_config=SaveConfig(save_interval=3)),
+    ]
+
+
+def test_trial_shows_the_collections_configuration(http_collector):
+    from tensorkeep import _collection_wire
+
+    s = http_collector()
+    trial = "http-collections"
+    url = s.url(trial)
+    writers = [Writer(url, worker=f"worker_{w}", num_workers=2) for w in range(2)]
+    for step in range(3):
+        for w, writer in enumerate(writers):
+            writer.write_tensor("w", _values(w, step), step=step, collections=("weights",))
+            writer.write_tensor("loss", _loss(step), step=step, collections=("losses",))
+            writer.write_tensor("gradient/w", _values(w, step), step=step, collections=("gradients",))
+            writer.end_step(step)
+    colls = _configured_collections()
+    assert _collection_wire.put_collections(url, "worker_1", colls)
+    assert _collection_wire.put_collections(url, "worker_0", colls[1:])  # worker_0 left weights out
+    for writer in writers:
+        writer.close(end_of_training=True)
+    got = {c["name"]: c for c in _get(s, f"/api/v1/trials/{trial}")["collections"]}
+    assert sorted(got) == ["gradients", "losses", "relu_outputs", "weights"]
+    assert got["weights"] == {
+        "name": "weights", "tensors": 1, "configured": True, "configured_by": ["worker_1"],
+        "include_regex": ["^(?!gradient).*weight"],
+        "save_config": {"TRAIN": {"save_interval": 5, "start_step": 2, "end_step": 40, "save_steps": [1, 7]},
+                        "EVAL": {"save_interval": 1, "start_step": 0, "end_step": None, "save_steps": []}},
+        "reduction_config": {"reductions": ["min", "max"], "abs_reductions": ["mean"], "norms": ["l2"],
+                             "abs_norms": ["l1"], "save_raw_tensor": False, "save_shape": True},
+        "save_histogram": False}
+    assert got["losses"]["configured_by"] == ["worker_0", "worker_1"]
+    assert got["losses"]["tensors"] == 1 and got["losses"]["include_regex"] == ["loss"]
+    assert got["losses"]["save_config"] is None and got["losses"]["reduction_config"] is None
+    every = {"save_interval": 3, "start_step": 0, "end_step": None, "save_steps": []}
+    assert got["relu_outputs"]["tensors"] == 0  # configured, nothing saved: listed all the same
+    assert got["relu_outputs"]["save_config"] == {m: every for m in ("TRAIN", "EVAL", "PREDICT", "GLOBAL")}
+    # Saved under a collection no writer configured: its tensors, no configuration.
+    assert got["gradients"] == {"name": "gradients", "tensors": 1, "configured": False, "configured_by": [],
+                                "include_regex": [], "save_config": None, "reduction_config": None,
+                                "save_histogram": None}
+    # The counts agree with the tensors endpoint's collection filter.
+    for name, c in got.items():
+        assert len(_get(s, f"/api/v1/trials/{trial}/tensors?collection={name}")["tensors"]) == c["tensors"], name

@@ -6,8 +6,9 @@ without console errors or exceptions, list the test's trials, draw the charts
 test pushed), update live when the test completes a new step, creates a trial
 (shown on the trials page within a second) and when a rule reports, draw a
 selection box while the mouse drags across a curve and then fetch the selected
-steps, compare two trials on one plot, and ask for a token (showing no
-trial) when the collector runs with --auth-tokens.
+steps, compare two trials on one plot, show a trial's collections with their
+configuration, and ask for a token (showing no trial) when the collector runs
+with --auth-tokens.
 
 Skips with a printed reason without chromium or python3-websocket. Every wait
 is bounded; the browser and collectors are stopped at teardown.
@@ -164,9 +165,42 @@ def _charts(page, selector):
         .filter(Boolean).map(ch => ch.data.datasets.map(d => d.data.length))""")
 
 
+def _configure_collections(url):
+    """Collections as a hook configures them (one configured but empty)."""
+    from tensorkeep import ModeKeys, ReductionConfig, SaveConfig, SaveConfigMode, _collection_wire
+    from tensorkeep.core.collection import Collection
+
+    assert _collection_wire.put_collections(url, "worker_0", [
+        Collection("gradients", include_regex=["^gradient"], save_config=SaveConfig(mode_save_configs={
+            ModeKeys.TRAIN: SaveConfigMode(save_interval=10, end_step=100, save_steps=[3]),
+            ModeKeys.EVAL: SaveConfigMode(save_interval=2)}),
+            reduction_config=ReductionConfig(reductions=["max"], abs_norms=["l2"], save_raw_tensor=False)),
+        Collection("biases", include_regex=["^(?!gradient).*bias"], save_config=SaveConfig(save_interval=4)),
+    ])
+
+
+def _check_collections_table(browser):
+    """The trial page's Collections table: every collection (the configured
+    empty one too) with its tensors, regexes, save intervals per mode,
+    reductions and the workers that configured it."""
+    browser.wait("document.querySelectorAll('#collections tr.collection').length === 3", "the collections table")
+    rows = browser.eval("""Object.fromEntries([...document.querySelectorAll('#collections tr.collection')]
+        .map(r => [r.dataset.name, [...r.cells].map(c => c.innerText)]))""")
+    assert rows["gradients"] == ["gradients", "2", "^gradient",
+                                 "TRAIN: every 10 from 0 to 100, and steps 3; EVAL: every 2 from 0",
+                                 "max, abs l2 norm; raw tensor not saved", "worker_0"]
+    assert rows["biases"] == ["biases", "0", "^(?!gradient).*bias", "every mode: every 4 from 0", "hook's default",
+                              "worker_0"]
+    assert rows["losses"] == ["losses", "1", "–", "–", "–", "not configured"]
+    # The per-layer chart offers only collections with tensors.
+    assert browser.eval("[...document.querySelector('select[name=collection]').options].map(o => o.value)") == [
+        "gradients", "losses"]
+
+
 def test_pages_draw_and_update_live(http_collector, browser):
     s = http_collector()
     live = _trial(s, "web-live", STEPS)
+    _configure_collections(s.url("web-live"))
     done = _trial(s, "web-done", STEPS)
     for w in done:
         w.close(end_of_training=True)
@@ -206,6 +240,7 @@ def test_pages_draw_and_update_live(http_collector, browser):
     [hist] = _charts(browser, "#histogram")
     assert hist == [40]
     assert browser.eval("Chart.getChart(document.querySelector('#layers')).options.scales.y.type") == "logarithmic"
+    _check_collections_table(browser)
     # The loss curve's points are the values pushed (worker_0: 1 / (1 + step)).
     pts = browser.eval("Chart.getChart(document.querySelector('#scalars')).data.datasets[0].data.map(p => [p.x, p.y])")
     assert [p[0] for p in pts] == list(range(STEPS + 1))
@@ -356,3 +391,4 @@ def test_assets_served_without_a_token(http_collector, tmp_path):
         status, headers, body = get(path)
         assert status == 404 and json.loads(body)["error"]["code"] == "NOT_FOUND", path
     assert get("/api/v1/trials")[0] == 401
+
