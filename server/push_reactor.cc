@@ -218,8 +218,13 @@ void PushReactor::OnCommitted(uint64_t seq, const absl::Status& status) {
       // the stream's later writes unwritten, and the writer resends them.
       ack_limit_ = std::min(ack_limit_, seq - 1);
       if (error_.ok()) {
-        if (GetReason(status) != Reason::kNone || absl::IsResourceExhausted(status)) {
-          error_ = status;  // the writer's own doing (a conflict, a limit): said as it is
+        if (GetReason(status) != Reason::kNone || absl::IsResourceExhausted(status) ||
+            absl::IsFailedPrecondition(status)) {
+          // The writer's own doing (a conflict, a limit) or a state of the
+          // trial (deleted, ended): said as it is. Made UNAVAILABLE, a
+          // refusal for a deleted trial had the writer reconnect and write
+          // into a new trial of the name.
+          error_ = status;
         } else {
           error_ = absl::UnavailableError(absl::StrCat("the collector could not store the data (",
                                                        status.message(), "); nothing from message ",
