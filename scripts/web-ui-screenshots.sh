@@ -20,7 +20,7 @@ cp -r "$DATA" "$TMP/data"
 "$BIN/tensorkeep-server" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --data-dir "$TMP/data" \
   --log-level warn >"$TMP/out" 2>"$TMP/log" &
 SERVER=$!
-for _ in $(seq 100); do grep -q "^http listening on" "$TMP/out" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs "^http listening on" "$TMP/out" && break; sleep 0.1; done
 HTTP=$(sed -n 's/^http listening on //p' "$TMP/out")
 [ -n "$HTTP" ] || { echo "web-ui-screenshots: the collector did not start:" >&2; cat "$TMP/log" >&2; exit 1; }
 read -r BAD GOOD < <(/usr/bin/python3 -c '
