@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/handover.h"
+#include "agent/journal_replay.h"
 #include "agent/session.h"
 #include "spdlog/spdlog.h"
 
@@ -58,8 +59,23 @@ std::string DefaultSocketPath() {
 }
 
 AgentServer::AgentServer(AgentOptions options)
-    : options_(std::move(options)), budget_(options_.memory_budget_bytes) {
+    : options_(std::move(options)),
+      budget_(options_.memory_budget_bytes),
+      journal_space_(options_.journal_max_bytes) {
   if (options_.socket_path.empty()) options_.socket_path = DefaultSocketPath();
+  if (options_.journal_dir.empty()) {
+    const char* d = std::getenv("TENSORKEEP_AGENT_JOURNAL_DIR");
+    if (d != nullptr && *d != '\0') {
+      options_.journal_dir = d;
+    } else {
+      const size_t slash = options_.socket_path.rfind('/');
+      options_.journal_dir =
+          slash == std::string::npos ? "journal"
+                                     : options_.socket_path.substr(0, slash + 1) + "journal";
+    }
+  }
+  journal_settings_.dir = options_.journal_dir;
+  journal_settings_.space = &journal_space_;
 }
 
 AgentServer::~AgentServer() {
@@ -109,6 +125,11 @@ absl::StatusOr<AgentServer::Bound> AgentServer::Bind() {
 void AgentServer::Serve() {
   using Clock = std::chrono::steady_clock;
   Clock::time_point idle_since = Clock::now();
+  for (const std::string& path : LeftoverJournals(options_.journal_dir)) {
+    Spawn([this, path](uint64_t) {
+      ReplayJournal(path, &journal_space_, options_.linger_seconds);
+    });
+  }
   while (!stopping_.load()) {
     pollfd p{listen_fd_, POLLIN, 0};
     const int ready = poll(&p, 1, kAcceptPollMs);
@@ -165,12 +186,21 @@ void AgentServer::Accept() {
                                 " writers at once (tensorkeep-agent --max-clients)")));
     return;
   }
+  SpawnLocked([this, fd](uint64_t id) {
+    Session session(fd, id, &budget_, options_.linger_seconds, &journal_settings_);
+    session.Run();
+  });
+}
+
+void AgentServer::Spawn(std::function<void(uint64_t id)> work) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SpawnLocked(std::move(work));
+}
+
+void AgentServer::SpawnLocked(std::function<void(uint64_t id)> work) {
   const uint64_t id = next_id_++;
-  sessions_.emplace(id, std::thread([this, fd, id] {
-                      {
-                        Session session(fd, id, &budget_, options_.linger_seconds);
-                        session.Run();
-                      }
+  sessions_.emplace(id, std::thread([this, id, work = std::move(work)] {
+                      work(id);
                       std::lock_guard<std::mutex> lock(mu_);
                       auto it = sessions_.find(id);
                       finished_.emplace(id, std::move(it->second));

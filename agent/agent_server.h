@@ -14,6 +14,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,8 @@
 
 #include "absl/status/statusor.h"
 #include "agent/agent_budget.h"
+#include "agent/journal.h"
+#include "agent/session.h"
 
 namespace tensorkeep {
 namespace agent {
@@ -35,6 +38,11 @@ struct AgentOptions {
   // Records not followed by an EndStep, Flush or Close wait this long before
   // they are sent, so that a training step's tensors go as one message.
   double linger_seconds = 0.1;
+  // Where writers that cannot push journal (agent/journal.h); empty:
+  // $TENSORKEEP_AGENT_JOURNAL_DIR, else "journal" beside the socket.
+  std::string journal_dir;
+  // The disk all journals may use; past it records are dropped (logged).
+  uint64_t journal_max_bytes = uint64_t{4} << 30;
 };
 
 // $TENSORKEEP_AGENT_SOCKET, else $XDG_RUNTIME_DIR/tensorkeep/agent-v2.sock, else
@@ -51,18 +59,25 @@ class AgentServer {
   // may enter it), takes the lock and listens. kAlreadyRunning when another
   // agent holds the lock for this path.
   absl::StatusOr<Bound> Bind();
-  // Accepts clients until Stop() or the idle timeout; returns once every
-  // session ended.
+  // Pushes the journals earlier agents left (one thread each, counted as a
+  // writer), then accepts clients until Stop() or the idle timeout; returns
+  // once every session (and replay) ended.
   void Serve();
   void Stop() { stopping_.store(true); }
   const std::string& socket_path() const { return options_.socket_path; }
+  const std::string& journal_dir() const { return options_.journal_dir; }
 
  private:
   void Accept();
   void Reap();
+  // Runs `work` on a thread counted in sessions_.
+  void Spawn(std::function<void(uint64_t id)> work);
+  void SpawnLocked(std::function<void(uint64_t id)> work);  // requires mu_
 
   AgentOptions options_;
   AgentBudget budget_;
+  JournalSpace journal_space_;
+  JournalSettings journal_settings_;
   int listen_fd_ = -1;
   int lock_fd_ = -1;
   std::atomic<bool> stopping_{false};

@@ -16,9 +16,13 @@
 //   kOpen      u32 version, u32 num_workers, u64 ring_bytes,
 //              u64 max_queue_bytes, f64 retry_timeout_seconds (inf: never give
 //              up), then 7 strings (u32 length + bytes): target, trial, worker,
-//              tls_ca, tls_cert, tls_key, token, then optionally u32 attempt
-//              (v1.Open.attempt; absent: 0). One fd: the region (a memfd
-//              sealed against shrinking, kRegionHeaderBytes + ring_bytes long).
+//              tls_ca, tls_cert, tls_key, token; then, optionally, u32 attempt
+//              (v1.Open.attempt; absent: 0), then, optionally (only after
+//              attempt), f64 max_stall_seconds (how long a Write or EndStep
+//              may wait for the agent's writer before it is journaled; absent:
+//              kDefaultMaxStallSeconds; inf: never journal). One fd: the
+//              region (a memfd sealed against shrinking, kRegionHeaderBytes +
+//              ring_bytes long).
 //   kWrite     u32 0, u64 pos, u64 len, then a TensorRecord without its data
 //              (has_value set when it has one). The value is at region offset
 //              kRegionHeaderBytes + pos % ring_bytes, `len` bytes, never
@@ -26,10 +30,12 @@
 //   kWriteFd   u32 0, u64 0, u64 len, then the record: a value larger than
 //              the ring, in its own sealed memfd (one fd) at offset 0.
 //   kEndStep   u32 0, u64 step.
-//   kFlush     u32 0, u64 request id          -> reply once durable
+//   kFlush     u32 0, u64 request id          -> reply once durable on the
+//              collector, journaled entries included
 //   kClose     u32 end_of_training, u64 id    -> reply once closed; the end
 //   kSync      u32 0, u64 request id          -> reply once every message
-//              before it was taken (its bytes consumed); carries the
+//              before it was taken (its bytes consumed: given to the
+//              writer, or journaled and synced to disk); carries the
 //              writer's error if it failed
 //   kBatch     u32 count, then count x (u32 length + a kWrite or kEndStep
 //              message): what one training step handed over, in one message
@@ -73,11 +79,14 @@ inline constexpr size_t kConsumedOffset = 8;           // u64: ring bytes taken 
 inline constexpr size_t kFlagsOffset = 16;             // u32: kFlag*
 inline constexpr size_t kCommittedThroughOffset = 24;  // i64
 inline constexpr size_t kStreamsOpenedOffset = 32;     // u64: the writer's Push streams so far
+inline constexpr size_t kJournaledBytesOffset = 40;    // u64: bytes journaled so far
+inline constexpr size_t kDroppedRecordsOffset = 48;    // u64: records dropped (journal full)
 // u32 length + bytes: why the collector asks to stop (written before the flag).
 inline constexpr size_t kStopReasonOffset = 64;
 inline constexpr size_t kMaxStopReasonBytes = 2048;
 inline constexpr uint32_t kFlagFailed = 1;
 inline constexpr uint32_t kFlagStopRequested = 2;
+inline constexpr uint32_t kFlagJournaling = 4;  // entries wait in the journal now
 
 // Bounds of what a client may ask.
 inline constexpr size_t kMaxMessageBytes = 64 << 10;  // a record without its data, an Open

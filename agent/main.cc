@@ -5,6 +5,7 @@
 //
 //   tensorkeep-agent [--socket PATH] [--memory-budget-mb N] [--max-clients N]
 //                    [--idle-exit-seconds S] [--linger-ms MS] [--daemonize]
+//                    [--journal-dir DIR] [--journal-max-mb N]
 //                    [--log-level trace|debug|info|warn|error]
 //
 // Prints "listening on PATH" (or "already running on PATH" when an agent
@@ -30,6 +31,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: tensorkeep-agent [--socket PATH] [--memory-budget-mb N] [--max-clients N]\n"
     "                        [--idle-exit-seconds S] [--linger-ms MS] [--daemonize]\n"
+    "                        [--journal-dir DIR] [--journal-max-mb N]\n"
     "                        [--log-level trace|debug|info|warn|error]\n"
     "\n"
     "  --socket PATH         the Unix socket training processes hand tensors over on\n"
@@ -44,6 +46,13 @@ constexpr char kUsage[] =
     "  --linger-ms MS        records not followed by an end of step or a flush wait this\n"
     "                        long before they are sent, so that a training step's tensors\n"
     "                        go as one message (default 100)\n"
+    "  --journal-dir DIR     where a writer whose collector does not take its data within\n"
+    "                        the client's max_stall_seconds journals it, to push it later\n"
+    "                        (default $TENSORKEEP_AGENT_JOURNAL_DIR, else \"journal\" beside\n"
+    "                        the socket); journals left there by an agent that ended are\n"
+    "                        pushed when the agent starts\n"
+    "  --journal-max-mb N    disk all journals may use (default 4096); past it records are\n"
+    "                        dropped, each logged\n"
     "  --daemonize           run in the background; the first process exits once it listens\n";
 
 bool ParseNumber(const char* s, double* out) {
@@ -94,6 +103,15 @@ int main(int argc, char** argv) {
       if (v == nullptr || !ParseNumber(v, &n) || n < 0 || n > 60000)
         return Fail("--linger-ms needs MS in [0, 60000]");
       options.linger_seconds = n / 1000;
+    } else if (arg == "--journal-dir") {
+      const char* v = value();
+      if (v == nullptr || *v == '\0') return Fail("--journal-dir needs a directory");
+      options.journal_dir = v;
+    } else if (arg == "--journal-max-mb") {
+      const char* v = value();
+      if (v == nullptr || !ParseNumber(v, &n) || n < 1)
+        return Fail("--journal-max-mb needs N >= 1");
+      options.journal_max_bytes = static_cast<uint64_t>(n) << 20;
     } else if (arg == "--log-level") {
       const char* v = value();
       if (v == nullptr) return Fail("--log-level needs a level");

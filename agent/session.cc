@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "agent/handover.h"
@@ -27,6 +28,31 @@ constexpr size_t kMaxFds = 2;
 // A writer that never reaches the collector is given up after this long at
 // most, even when its client asked to retry forever.
 constexpr double kMaxConnectSeconds = 1e8;
+// While entries wait in the journal: how often the session offers them to
+// the writer when the client is quiet, and how long one offer may last.
+constexpr int kDrainIntervalMs = 2;
+constexpr auto kDrainSlice = std::chrono::milliseconds(20);
+// A dropped record is logged at once, then at most this often.
+constexpr auto kDropLogInterval = std::chrono::seconds(10);
+
+using Clock = std::chrono::steady_clock;
+
+// trial/worker names made safe for a file name (and short).
+std::string FileSafe(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, 60)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+    out.push_back(ok ? c : '_');
+  }
+  return out;
+}
+
+Clock::time_point After(double seconds) {
+  if (!(seconds < 1e9)) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(std::max(0.0, seconds)));
+}
 
 // Little-endian fields of a message, bounds-checked.
 class Fields {
@@ -67,8 +93,13 @@ absl::Status Violation(absl::string_view what) {
 
 }  // namespace
 
-Session::Session(int fd, uint64_t id, AgentBudget* budget, double linger_seconds)
-    : fd_(fd), id_(id), budget_(budget), linger_seconds_(linger_seconds) {}
+Session::Session(int fd, uint64_t id, AgentBudget* budget, double linger_seconds,
+                 const JournalSettings* journal)
+    : fd_(fd),
+      id_(id),
+      budget_(budget),
+      linger_seconds_(linger_seconds),
+      journal_settings_(journal) {}
 
 Session::~Session() { close(fd_); }
 
@@ -81,12 +112,16 @@ std::string Session::Name() const {
 void Session::Run() {
   for (;;) {
     pollfd p{fd_, POLLIN, 0};
-    const int ready = poll(&p, 1, kPublishIntervalMs);
+    const int ready = poll(&p, 1, journal_ != nullptr ? kDrainIntervalMs : kPublishIntervalMs);
     if (ready < 0 && errno != EINTR) {
       spdlog::error("{}: poll: {}", Name(), std::strerror(errno));
       break;
     }
     if (ready <= 0) {
+      if (journal_ != nullptr) {
+        (void)journal_->Sync();  // a quiet client: what it handed over is on disk
+        Drain(false);
+      }
       PublishState();
       continue;
     }
@@ -94,6 +129,7 @@ void Session::Run() {
     if (!Receive(&message)) break;
     const absl::Status s = Handle(&message);
     CloseFds(&message.fds);
+    if (journal_ != nullptr) Drain(false);
     PublishState();
     if (!s.ok()) {
       spdlog::error("{}: {}; disconnecting it (what it handed over before is still pushed)", Name(),
@@ -160,11 +196,14 @@ absl::Status Session::Handle(Message* message) {
   switch (type) {
     case kEndStep:
       if (error_.ok()) {
-        const absl::Status s = writer_->EndStep(value);
-        if (!s.ok()) SetError(s);
+        Journal::Entry entry;
+        entry.kind = Journal::Entry::kEndStep;
+        entry.step = value;
+        Put(std::move(entry));
       }
       return absl::OkStatus();
     case kFlush: {
+      if (error_.ok()) Drain(true);
       if (error_.ok()) {
         const absl::Status s = writer_->Flush();
         if (!s.ok()) SetError(s);
@@ -174,6 +213,14 @@ absl::Status Session::Handle(Message* message) {
       return absl::OkStatus();
     }
     case kClose: {
+      if (error_.ok() && journal_ != nullptr) {
+        // Journaled too: a later agent replaying this journal closes alike.
+        Journal::Entry entry;
+        entry.kind = Journal::Entry::kClose;
+        entry.end_of_training = arg != 0;
+        if (journal_->Append(entry).ok()) (void)journal_->Sync();
+      }
+      if (error_.ok()) Drain(true);
       if (error_.ok()) {
         const absl::Status s = writer_->Close(arg != 0);
         if (!s.ok()) SetError(s);
@@ -186,6 +233,10 @@ absl::Status Session::Handle(Message* message) {
       return absl::OkStatus();
     }
     case kSync:
+      if (journal_ != nullptr) {
+        const absl::Status s = journal_->Sync();
+        if (!s.ok()) spdlog::error("{}: {}", Name(), std::string(s.message()));
+      }
       Reply(value, error_);
       return absl::OkStatus();
     default:
@@ -213,9 +264,12 @@ absl::Status Session::HandleOpen(Message* message) {
   bool ok = f.Read(&num_workers) && f.Read(&ring_bytes) && f.Read(&max_queue_bytes) &&
             f.Read(&retry_timeout);
   for (auto& s : strings) ok = ok && f.ReadString(&s, 16 << 10);
-  // Optional (clients before it send none): the job's attempt.
+  // Optional (clients before them send none): the job's attempt, then the
+  // longest a step may wait before what it hands over is journaled.
   uint32_t attempt = 0;
+  double max_stall = kDefaultMaxStallSeconds;
   if (ok && f.rest_size() > 0) ok = f.Read(&attempt);
+  if (ok && f.rest_size() > 0) ok = f.Read(&max_stall) && f.rest_size() == 0;
   if (!ok) return Violation("malformed Open");
   if (message->fds.size() != 1) return Violation("Open without exactly one shared memory fd");
   absl::Status refused;
@@ -223,8 +277,9 @@ absl::Status Session::HandleOpen(Message* message) {
     refused = absl::InvalidArgumentError(absl::StrCat(
         "ring of ", ring_bytes, " bytes: must be from ", kMinRingBytes, " to ", kMaxRingBytes));
   } else if (max_queue_bytes == 0 || max_queue_bytes > (uint64_t{1} << 40) ||
-             !(retry_timeout >= 0)) {
-    refused = absl::InvalidArgumentError("max_queue_bytes or retry_timeout out of range");
+             !(retry_timeout >= 0) || !(max_stall >= 0)) {
+    refused = absl::InvalidArgumentError(
+        "max_queue_bytes, retry_timeout or max_stall_seconds out of range");
   }
   if (refused.ok()) {
     auto reservation =
@@ -267,8 +322,10 @@ absl::Status Session::HandleOpen(Message* message) {
   // A step's tensors go as one message (--linger-ms).
   options_.linger_seconds = linger_seconds_;
   connect_timeout_seconds_ = std::min(retry_timeout, kMaxConnectSeconds);
+  max_stall_seconds_ = max_stall;
   opened_ = true;
-  spdlog::info("{}: opened (collector {}, ring {} MiB)", Name(), options_.server, ring_bytes >> 20);
+  spdlog::info("{}: opened (collector {}, ring {} MiB, max stall {} s)", Name(), options_.server,
+               ring_bytes >> 20, max_stall);
   Reply(0, absl::OkStatus());
   return absl::OkStatus();
 }
@@ -360,10 +417,164 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
   }
   EnsureWriter();
   if (!error_.ok()) return absl::OkStatus();
-  absl::Status s = writer_->Write(std::move(record));
-  if (s.ok() && own_fd) s = writer_->Flush();  // its memory is held only until durable
-  if (!s.ok()) SetError(s);
+  if (absl::Status s = client::Writer::Validate(&record); !s.ok()) {
+    SetError(s);
+    return absl::OkStatus();
+  }
+  Journal::Entry entry;
+  entry.record = std::move(record);
+  const bool direct = journal_ == nullptr;
+  Put(std::move(entry));
+  if (own_fd && direct && journal_ == nullptr && error_.ok()) {
+    // Its memory is held only until durable, or for as long as a step may
+    // wait (the writer holds it after that, outside the budget).
+    auto ticket = writer_->RequestFlush();
+    absl::Status s = ticket.status();
+    if (s.ok()) s = writer_->WaitFlushed(*ticket, After(max_stall_seconds_));
+    if (!s.ok() && !absl::IsDeadlineExceeded(s)) SetError(s);
+  }
   return absl::OkStatus();
+}
+
+void Session::Put(Journal::Entry entry) {
+  if (journal_ == nullptr) {
+    const auto deadline = After(max_stall_seconds_);
+    const absl::Status s = entry.kind == Journal::Entry::kRecord
+                               ? writer_->TryWrite(&entry.record, deadline)
+                               : writer_->TryEndStep(entry.step, deadline);
+    if (s.ok()) return;
+    if (!absl::IsDeadlineExceeded(s)) {
+      SetError(s);
+      return;
+    }
+  }
+  Spill(std::move(entry));
+}
+
+void Session::Spill(Journal::Entry entry) {
+  if (journal_ == nullptr) {
+    if (journal_settings_ == nullptr || journal_settings_->space == nullptr) {
+      Drop(entry, absl::FailedPreconditionError("this agent has no journal"));
+      return;
+    }
+    Journal::Header header{options_.server, options_.trial, options_.worker, options_.num_workers,
+                           options_.attempt};
+    auto journal = Journal::Create(
+        journal_settings_->dir,
+        absl::StrCat(FileSafe(options_.trial), ".", FileSafe(options_.worker), ".", getpid(), "-",
+                     id_, "-", ++journals_),
+        header, journal_settings_->space);
+    if (!journal.ok()) {
+      Drop(entry, journal.status());
+      return;
+    }
+    journal_ = std::move(*journal);
+    drain_ticket_ = 0;
+    spdlog::warn(
+        "{}: the collector took nothing for {} s (max_stall_seconds; it is unreachable or "
+        "slower than training): journaling to {} so that training goes on; replayed in order "
+        "once the collector takes data again",
+        Name(), max_stall_seconds_, journal_->path());
+  }
+  const uint64_t before = journal_->size();
+  const absl::Status s = journal_->Append(entry);
+  if (!s.ok()) {
+    Drop(entry, s);
+    return;
+  }
+  journaled_bytes_ += journal_->size() - before;
+  if (entry.kind == Journal::Entry::kEndStep) {
+    // The end of a step: what the step handed over is on disk.
+    const absl::Status synced = journal_->Sync();
+    if (!synced.ok()) spdlog::error("{}: {}", Name(), std::string(synced.message()));
+  }
+}
+
+void Session::Drop(const Journal::Entry& entry, const absl::Status& why) {
+  if (entry.kind != Journal::Entry::kRecord) return;  // a later end of step covers it
+  ++dropped_records_;
+  const auto now = Clock::now();
+  if (dropped_records_ == 1 || now - last_drop_log_ >= kDropLogInterval) {
+    last_drop_log_ = now;
+    spdlog::error(
+        "{}: DROPPED tensor {} of step {} ({} dropped so far): the writer could not take it "
+        "within max_stall_seconds ({} s) and the journal could not either: {}",
+        Name(), QuoteInput(entry.record.name()), entry.record.step(), dropped_records_,
+        max_stall_seconds_, std::string(why.message()));
+  }
+}
+
+void Session::Drain(bool blocking) {
+  if (journal_ == nullptr || writer_ == nullptr || !error_.ok()) return;
+  const auto start = Clock::now();
+  // Not blocking: room now or not at all.
+  const auto deadline = blocking ? Clock::time_point::max() : start;
+  for (;;) {
+    if (!drain_entry_.has_value()) {
+      if (journal_->AllRead()) break;
+      Journal::Entry entry;
+      const absl::StatusOr<bool> read = journal_->Read(&entry);
+      if (!read.ok()) {
+        SetError(KeepJournal(read.status()));
+        return;
+      }
+      drain_entry_ = std::move(entry);
+    }
+    absl::Status s;
+    if (drain_entry_->kind == Journal::Entry::kRecord) {
+      s = writer_->TryWrite(&drain_entry_->record, deadline);
+    } else if (drain_entry_->kind == Journal::Entry::kEndStep) {
+      s = writer_->TryEndStep(drain_entry_->step, deadline);
+    }  // kClose: the Close being handled does it
+    if (absl::IsDeadlineExceeded(s)) return;  // no room yet
+    if (!s.ok()) {
+      SetError(KeepJournal(s));
+      return;
+    }
+    drain_entry_.reset();
+    drain_ticket_ = 0;
+    if (!blocking && Clock::now() - start >= kDrainSlice) return;
+  }
+  // All of it was taken: it goes once durable.
+  if (drain_ticket_ == 0) {
+    const absl::StatusOr<uint64_t> ticket = writer_->RequestFlush();
+    if (!ticket.ok()) {
+      SetError(KeepJournal(ticket.status()));
+      return;
+    }
+    drain_ticket_ = *ticket;
+  }
+  if (blocking) {
+    const absl::Status s = writer_->WaitFlushed(drain_ticket_, Clock::time_point::max());
+    if (!s.ok()) {
+      SetError(KeepJournal(s));
+      return;
+    }
+  } else if (!writer_->Flushed(drain_ticket_)) {
+    return;
+  }
+  spdlog::info("{}: journal {} replayed ({} entries durable on the collector); pushing directly again",
+               Name(), journal_->path(), journal_->entries());
+  journal_->Remove();
+  journal_.reset();
+  drain_ticket_ = 0;
+}
+
+absl::Status Session::KeepJournal(const absl::Status& status) {
+  if (journal_ == nullptr) return status;
+  (void)journal_->Sync();
+  const std::string path = journal_->path();
+  journal_.reset();  // the file stays
+  drain_entry_.reset();
+  spdlog::error("{}: {}; journal {} is kept on disk and pushed when tensorkeep-agent next starts",
+                Name(), std::string(status.message()), path);
+  const std::string message =
+      absl::StrCat(status.message(), "; what was journaled (the collector being unreachable) is "
+                                     "kept in ",
+                   path, " and pushed when tensorkeep-agent next starts");
+  const Reason reason = GetReason(status);
+  return reason != Reason::kNone ? MakeError(reason, message)
+                                 : absl::Status(status.code(), message);
 }
 
 void Session::SetError(const absl::Status& status) {
@@ -374,8 +585,28 @@ void Session::SetError(const absl::Status& status) {
 }
 
 void Session::PublishState() {
-  if (region_ == nullptr || writer_ == nullptr) return;
+  if (region_ == nullptr) return;
+  if (journaled_bytes_ != published_journaled_) {
+    published_journaled_ = journaled_bytes_;
+    region_->StoreU64(kJournaledBytesOffset, journaled_bytes_);
+  }
+  if (dropped_records_ != published_dropped_) {
+    published_dropped_ = dropped_records_;
+    region_->StoreU64(kDroppedRecordsOffset, dropped_records_);
+  }
   uint32_t flags = flags_;
+  if (journal_ != nullptr) {
+    flags |= kFlagJournaling;
+  } else {
+    flags &= ~kFlagJournaling;
+  }
+  if (writer_ == nullptr) {
+    if (flags != flags_) {
+      flags_ = flags;
+      region_->StoreU32(kFlagsOffset, flags_);
+    }
+    return;
+  }
   if (writer_->StopRequested() && (flags_ & kFlagStopRequested) == 0) {
     flags |= kFlagStopRequested;
     const std::string reason = writer_->StopReason().substr(0, kMaxStopReasonBytes);
@@ -433,6 +664,7 @@ void Session::Finish() {
       "over and closing the worker as not finished",
       Name());
   EnsureWriter();
+  if (error_.ok()) Drain(true);
   if (error_.ok() && writer_ != nullptr) {
     const absl::Status s = writer_->Close(false);
     if (!s.ok()) {

@@ -12,28 +12,55 @@
 // handed over before is still pushed. A connection that ends without Close
 // has its writer closed without end-of-training.
 //
+// Bounded stall: a record or end of step the writer cannot take within the
+// client's max_stall_seconds (its buffer full: the collector unreachable or
+// slower than training) is spilled to a Journal (agent/journal.h), and so is
+// everything after it, so that the client's ring keeps being consumed and the
+// training step is not blocked longer. The journal is handed to the writer in
+// order, before newer data, whenever the writer has room, and deleted once
+// all of it is durable on the collector. What the journal cannot take (its
+// space used up, a disk error) is dropped with a warning, counted in the
+// client's header. Flush and Close still mean durable on the collector: they
+// hand the whole journal over and wait (bounded by the writer's
+// retry_timeout); a writer that fails leaves its journal on disk, replayed by
+// the next agent that starts (agent/journal_replay.h).
+//
 // Thread safety: Run() is called once, on the session's own thread.
 #ifndef TENSORKEEP_AGENT_SESSION_H_
 #define TENSORKEEP_AGENT_SESSION_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "agent/agent_budget.h"
+#include "agent/journal.h"
 #include "agent/shared_region.h"
 #include "client/writer.h"
 
 namespace tensorkeep {
 namespace agent {
 
+// Where the sessions of one agent journal, and the disk they may use.
+struct JournalSettings {
+  std::string dir;
+  JournalSpace* space = nullptr;
+};
+
+// A client that does not say (an older one): how long a training step may
+// wait for the writer before what it hands over is journaled.
+inline constexpr double kDefaultMaxStallSeconds = 5;
+
 class Session {
  public:
   // Takes ownership of the connected socket `fd`.
   // `linger_seconds`: the writer's WriterOptions::linger_seconds.
-  Session(int fd, uint64_t id, AgentBudget* budget, double linger_seconds);
+  Session(int fd, uint64_t id, AgentBudget* budget, double linger_seconds,
+          const JournalSettings* journal);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -61,13 +88,37 @@ class Session {
   void Reply(uint64_t request_id, const absl::Status& status);
   void PublishState();
   void Finish();
+  // A record or end of step from the client: to the writer if it takes it
+  // within max_stall_seconds (and nothing waits in the journal), else to
+  // the journal, else dropped.
+  void Put(Journal::Entry entry);
+  void Spill(Journal::Entry entry);
+  void Drop(const Journal::Entry& entry, const absl::Status& why);
+  // Hands journaled entries to the writer in order: while it has room
+  // (blocking false, for a slice of time), or all of them, waiting for room
+  // and then for them to be durable (blocking true, before a Flush or Close).
+  // The journal is deleted once what it held is durable.
+  void Drain(bool blocking);
+  // The writer failed while entries were journaled: keep the file for the
+  // next agent, and say so in the error.
+  absl::Status KeepJournal(const absl::Status& status);
   std::string Name() const;
 
   const int fd_;
   const uint64_t id_;
   AgentBudget* const budget_;
   const double linger_seconds_;
+  const JournalSettings* const journal_settings_;
   AgentBudget::Reservation reservation_;
+  double max_stall_seconds_ = kDefaultMaxStallSeconds;
+  std::unique_ptr<Journal> journal_;           // entries not yet durable, in order
+  std::optional<Journal::Entry> drain_entry_;  // read from journal_, not taken by the writer yet
+  uint64_t drain_ticket_ = 0;                  // a Flush after all of journal_ was taken
+  int journals_ = 0;                           // created so far
+  uint64_t journaled_bytes_ = 0;               // appended to journals so far
+  uint64_t dropped_records_ = 0;
+  uint64_t published_journaled_ = 0, published_dropped_ = 0;
+  std::chrono::steady_clock::time_point last_drop_log_{};
 
   client::WriterOptions options_;
   double connect_timeout_seconds_ = 0;

@@ -190,25 +190,39 @@ void Writer::Fail(const absl::Status& status) {
 }
 
 absl::Status Writer::Enqueue(Item item) {
+  uint64_t ticket = 0;
+  TK_RETURN_IF_ERROR(EnqueueUntil(&item, Clock::time_point::max(), &ticket));
+  if (ticket == 0) return absl::OkStatus();
   std::unique_lock<std::mutex> lock(mu_);
-  // A record larger than the whole buffer still goes through, alone.
+  return WaitFor(
+      lock, [&] { return flushed_ticket_ >= ticket; }, Clock::time_point::max());
+}
+
+absl::Status Writer::EnqueueUntil(Item* in, Clock::time_point deadline, uint64_t* ticket_out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // A record larger than the whole buffer still goes through, alone; a
+  // control item without bytes (a Flush) never waits for room.
   const auto has_room = [&] {
-    return !error_.ok() || close_queued_ || buffered_bytes_ == 0 ||
-           buffered_bytes_ + item.bytes <= options_.max_buffered_bytes;
+    return !error_.ok() || close_queued_ || buffered_bytes_ == 0 || in->bytes == 0 ||
+           buffered_bytes_ + in->bytes <= options_.max_buffered_bytes;
   };
   if (!has_room()) {
     if (!queue_.empty() && !send_all_) {
       send_all_ = true;  // full: what lingers in the queue goes now
       cv_.notify_all();
     }
-    cv_.wait(lock, has_room);
+    if (!cv_.wait_until(lock, deadline, has_room)) {
+      return absl::DeadlineExceededError("the writer's buffer stayed full");
+    }
   }
   if (!error_.ok()) return error_;
   if (close_queued_) return absl::FailedPreconditionError("writer is closed");
+  Item item = std::move(*in);
   buffered_bytes_ += item.bytes;
   if (item.kind == Item::kFlush) item.ticket = ++flush_tickets_;
   if (item.kind == Item::kClose) close_queued_ = true;
   const uint64_t ticket = item.ticket;
+  *ticket_out = ticket;
   // The stream thread waits only on an empty queue: wake it only then (a
   // wake-up per record was a futex call per record).
   const bool was_empty = queue_.empty();
@@ -221,18 +235,12 @@ absl::Status Writer::Enqueue(Item item) {
     queued_record_bytes_ += item.bytes;
   }
   queue_.push_back(std::move(item));
-  if (ticket != 0) {
-    lock.unlock();
-    cv_.notify_all();
-    lock.lock();
-    return WaitFor(
-        lock, [&] { return flushed_ticket_ >= ticket; }, Clock::time_point::max());
-  }
   lock.unlock();
   // ... or when a lingering queue is to go now (a control item, a message's worth).
-  if (was_empty || (options_.linger_seconds > 0 &&
-                    (control || (queued_before < options_.message_bytes &&
-                                 queued_record_bytes_ >= options_.message_bytes)))) {
+  if (ticket != 0 || was_empty ||
+      (options_.linger_seconds > 0 &&
+       (control || (queued_before < options_.message_bytes &&
+                    queued_record_bytes_ >= options_.message_bytes)))) {
     cv_.notify_all();
   }
   return absl::OkStatus();
@@ -247,29 +255,75 @@ absl::Status Writer::WaitFor(std::unique_lock<std::mutex>& lock, const std::func
   return absl::DeadlineExceededError("the collector did not acknowledge in time");
 }
 
-absl::Status Writer::Write(v1::TensorRecord record) {
-  if (record.name().empty()) return absl::InvalidArgumentError("tensor name is empty");
-  if (record.mode() < 1 || record.mode() > 4) {
+absl::Status Writer::Validate(v1::TensorRecord* record) {
+  if (record->name().empty()) return absl::InvalidArgumentError("tensor name is empty");
+  if (record->mode() < 1 || record->mode() > 4) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", record.name(), "': unknown mode ", record.mode()));
+        absl::StrCat("tensor '", record->name(), "': unknown mode ", record->mode()));
   }
-  if (record.has_value()) {
-    if (!IsValidDType(record.dtype())) {
+  if (record->has_value()) {
+    if (!IsValidDType(record->dtype())) {
       return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", record.name(), "': unknown dtype ", record.dtype()));
+          absl::StrCat("tensor '", record->name(), "': unknown dtype ", record->dtype()));
     }
-    record.set_value_size(record.data().size());
+    record->set_value_size(record->data().size());
     TK_RETURN_IF_ERROR(
-        CheckValueSize(static_cast<DType>(record.dtype()),
-                       absl::Span<const int64_t>(record.shape().data(), record.shape_size()),
-                       record.data().size()));
-  } else if (!record.data().empty()) {
+        CheckValueSize(static_cast<DType>(record->dtype()),
+                       absl::Span<const int64_t>(record->shape().data(), record->shape_size()),
+                       record->data().size()));
+  } else if (!record->data().empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", record.name(), "': data given but has_value is false"));
+        absl::StrCat("tensor '", record->name(), "': data given but has_value is false"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Writer::Write(v1::TensorRecord record) {
+  TK_RETURN_IF_ERROR(Validate(&record));
   Item item{Item::kRecord, std::move(record)};
   item.bytes = RecordBytes(item.record);
   return Enqueue(std::move(item));
+}
+
+absl::Status Writer::TryWrite(v1::TensorRecord* record, Clock::time_point deadline) {
+  Item item{Item::kRecord};
+  item.record.Swap(record);
+  item.bytes = RecordBytes(item.record);
+  uint64_t ticket = 0;
+  const absl::Status s = EnqueueUntil(&item, deadline, &ticket);
+  if (!s.ok()) record->Swap(&item.record);  // not taken: the caller keeps it
+  return s;
+}
+
+absl::Status Writer::TryEndStep(uint64_t step, Clock::time_point deadline) {
+  Item item{Item::kEndStep};
+  item.step = step;
+  item.bytes = kRecordOverhead;
+  uint64_t ticket = 0;
+  return EnqueueUntil(&item, deadline, &ticket);
+}
+
+absl::StatusOr<uint64_t> Writer::RequestFlush() {
+  Item item{Item::kFlush};
+  uint64_t ticket = 0;
+  TK_RETURN_IF_ERROR(EnqueueUntil(&item, Clock::time_point::max(), &ticket));
+  return ticket;
+}
+
+bool Writer::Flushed(uint64_t ticket) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return flushed_ticket_ >= ticket;
+}
+
+absl::Status Writer::WaitFlushed(uint64_t ticket, Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return WaitFor(
+      lock, [&] { return flushed_ticket_ >= ticket; }, deadline);
+}
+
+absl::Status Writer::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
 }
 
 absl::Status Writer::EndStep(uint64_t step) {

@@ -105,6 +105,24 @@ class Writer {
   // record that cannot be valid (names, dtype, size, mode), before sending.
   // Blocks while the buffer is full. Returns the stream's error if it failed.
   absl::Status Write(v1::TensorRecord record);
+  // Checks a record as Write() does (and sets its value_size) without
+  // queueing it: a record that passes is one Write() takes.
+  static absl::Status Validate(v1::TensorRecord* record);
+  // Write() and EndStep() that wait for room in the buffer only until
+  // `deadline`: DeadlineExceeded then, with *record left as it was (for a
+  // caller that keeps it elsewhere, e.g. tensorkeep-agent's journal). The
+  // record must have passed Validate().
+  absl::Status TryWrite(v1::TensorRecord* record, std::chrono::steady_clock::time_point deadline);
+  absl::Status TryEndStep(uint64_t step, std::chrono::steady_clock::time_point deadline);
+  // A Flush that does not wait: Flushed(ticket) tells when everything
+  // written before it is durable on the collector. Fails as Write() does.
+  absl::StatusOr<uint64_t> RequestFlush();
+  bool Flushed(uint64_t ticket) const;
+  // Waits until Flushed(ticket), the writer's error, or `deadline`
+  // (DeadlineExceeded).
+  absl::Status WaitFlushed(uint64_t ticket, std::chrono::steady_clock::time_point deadline);
+  // The writer's error once it failed for good (OK until then).
+  absl::Status status() const;
   // This worker is done with every global step <= step.
   absl::Status EndStep(uint64_t step);
   // Returns once everything written before is durable on the collector.
@@ -148,6 +166,10 @@ class Writer {
 
   explicit Writer(const WriterOptions& options);
   absl::Status Enqueue(Item item);
+  // Enqueue waiting for room until `deadline` (DeadlineExceeded, `item`
+  // untouched) and never for a flush ticket: its ticket in *ticket.
+  absl::Status EnqueueUntil(Item* item, std::chrono::steady_clock::time_point deadline,
+                            uint64_t* ticket);
   absl::Status WaitFor(std::unique_lock<std::mutex>& lock, const std::function<bool()>& done,
                        std::chrono::steady_clock::time_point deadline);
   absl::Status CloseUntil(bool end_of_training, std::chrono::steady_clock::time_point deadline);

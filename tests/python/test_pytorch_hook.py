@@ -104,7 +104,7 @@ def fake_writer(monkeypatch):
     """Makes every Hook write to a FakeWriter; yields the list of writers made."""
     made: List[FakeWriter] = []
 
-    def make(out_dir, worker, num_workers):
+    def make(out_dir, worker, num_workers, **options):
         w = FakeWriter(out_dir, worker, num_workers)
         made.append(w)
         return w

@@ -13,9 +13,12 @@ EndStep as one Batch message (one system call, one wake-up of the agent);
 see _queue.
 
 Backpressure: when the ring has no room, the writer asks the agent to take
-what it was sent (Sync) and waits; the agent's writer in turn blocks while
-its own buffer is full. Errors: the agent marks the writer failed in the
-ring's header; the next call fetches the error (Sync) and raises it.
+what it was sent (Sync) and waits; the agent's writer in turn waits while its
+own buffer is full, but at most ``max_stall_seconds`` a record: then the
+agent journals it (and what follows) to local disk, to push later, so a
+training step is not blocked longer (agent/session.h). Errors: the agent
+marks the writer failed in the ring's header; the next call fetches the
+error (Sync) and raises it.
 
 Thread safety: every public method may be called from any thread.
 """
@@ -46,8 +49,8 @@ PROTOCOL_VERSION = _agent.PROTOCOL_VERSION
 _OPEN, _WRITE, _WRITE_FD, _END_STEP, _FLUSH, _CLOSE, _SYNC, _BATCH = 1, 2, 3, 4, 5, 6, 7, 8
 _REPLY = 100
 HEADER_BYTES = 4096
-_CONSUMED, _FLAGS, _COMMITTED, _STREAMS, _STOP_REASON = 8, 16, 24, 32, 64
-_FAILED, _STOP = 1, 2
+_CONSUMED, _FLAGS, _COMMITTED, _STREAMS, _JOURNALED, _DROPPED, _STOP_REASON = 8, 16, 24, 32, 40, 48, 64
+_FAILED, _STOP, _JOURNALING = 1, 2, 4
 MIN_RING_BYTES = 64 << 10
 MAX_RING_BYTES = 64 << 20
 
@@ -150,6 +153,7 @@ class AgentStream:
         max_queue_bytes: int,
         retry_timeout: Optional[float],
         attempt: int = 0,
+        max_stall_seconds: float = 5.0,
     ):
         self.target = target
         self.trial = trial
@@ -171,6 +175,7 @@ class AgentStream:
         self._closing = False
         self._ended = False  # the connection is done (closed, or lost)
         self._error: Optional[TensorkeepError] = None
+        self._dropped_seen = 0
 
         size = HEADER_BYTES + self._ring
         fd = _sealed_memfd(size)
@@ -179,9 +184,11 @@ class AgentStream:
             security = _credentials.resolve()
             retry = math.inf if retry_timeout is None else float(retry_timeout)
             queue = max(1, max_queue_bytes - self._ring)
-            body = _OPEN_HEAD.pack(_OPEN, PROTOCOL_VERSION, num_workers, self._ring, queue, retry) + _strings(
-                target, trial, worker, security.tls_ca, security.tls_cert, security.tls_key, security.token
-            ) + struct.pack("<I", attempt)
+            body = (
+                _OPEN_HEAD.pack(_OPEN, PROTOCOL_VERSION, num_workers, self._ring, queue, retry)
+                + _strings(target, trial, worker, security.tls_ca, security.tls_cert, security.tls_key, security.token)
+                + struct.pack("<Id", attempt, float(max_stall_seconds))
+            )
             self._sock = self._open(body, fd)
         finally:
             os.close(fd)  # the agent holds its own
@@ -232,6 +239,22 @@ class AgentStream:
     def streams_opened(self) -> int:
         """Push streams the agent's writer opened so far (1 + reconnection attempts)."""
         return _Q.unpack_from(self._mm, _STREAMS)[0] if not self._ended else self._final[3]
+
+    @property
+    def journaled_bytes(self) -> int:
+        """Bytes the agent journaled to local disk so far (the collector did not
+        take them within max_stall_seconds)."""
+        return _Q.unpack_from(self._mm, _JOURNALED)[0] if not self._ended else self._final[4]
+
+    @property
+    def dropped_records(self) -> int:
+        """Records the agent dropped: neither the collector nor the journal took them."""
+        return _Q.unpack_from(self._mm, _DROPPED)[0] if not self._ended else self._final[5]
+
+    @property
+    def journaling(self) -> bool:
+        """True while records wait in the agent's journal (not yet on the collector)."""
+        return bool(_U32.unpack_from(self._mm, _FLAGS)[0] & _JOURNALING) if not self._ended else False
 
     @property
     def closed(self) -> bool:
@@ -305,6 +328,17 @@ class AgentStream:
             self._check_usable()
             self._batch.append(_CONTROL.pack(_END_STEP, 0, step))
             self._send_batch()
+            dropped = _Q.unpack_from(self._mm, _DROPPED)[0]
+            if dropped != self._dropped_seen:
+                self._dropped_seen = dropped
+                logger.error(
+                    "tensorkeep writer %s of trial %s: %d records DROPPED so far: the collector did not "
+                    "take them within max_stall_seconds and the agent's journal could not either "
+                    "(full or unwritable; see tensorkeep-agent's log)",
+                    self.worker,
+                    self.trial,
+                    dropped,
+                )
 
     def flush(self, timeout: Optional[float] = None) -> None:
         """Returns once everything handed over so far is durable on the collector."""
@@ -425,9 +459,16 @@ class AgentStream:
 
     def _shutdown(self) -> None:
         try:
-            self._final = (self.stop_requested, self.stop_reason, self.committed_through, self.streams_opened)
+            self._final = (
+                self.stop_requested,
+                self.stop_reason,
+                self.committed_through,
+                self.streams_opened,
+                self.journaled_bytes,
+                self.dropped_records,
+            )
         except ValueError:
-            self._final = (False, "", -1, 0)
+            self._final = (False, "", -1, 0, 0, 0)
         self._ended = True
         self._sock.close()
         try:

@@ -16,7 +16,9 @@ control, acks, reconnect and resend), off this process's threads and GIL.
 What was handed over is pushed even if this process is killed. Memory is
 bounded by ``max_queue_bytes`` (the shared ring plus the agent's push buffer):
 a full one blocks ``write_tensor`` until the collector acknowledges earlier
-records.
+records, but for ``max_stall_seconds`` at most: then the agent journals what
+the collector does not take to local disk and pushes it, in order, once the
+collector takes data again (docs/python.md, "When the collector is away").
 
 A lost connection is retried with backoff: a new stream is opened and every
 message the collector has not acknowledged is sent again, in order. The
@@ -44,13 +46,38 @@ __all__ = [
     "REDUCTION_NAMES",
     "DEFAULT_MAX_QUEUE_BYTES",
     "MAX_BATCH_BYTES",
+    "DEFAULT_MAX_STALL_SECONDS",
+    "max_stall_from",
 ]
+
+
+def max_stall_from(value: Optional[float]) -> float:
+    """``value``, else $TENSORKEEP_MAX_STALL_SECONDS, else the default; a number >= 0
+    (``math.inf``: never journal, wait as long as the collector takes)."""
+    if value is None:
+        env = os.environ.get(MAX_STALL_ENV, "").strip()
+        if not env:
+            return DEFAULT_MAX_STALL_SECONDS
+        try:
+            value = float(env)
+        except ValueError:
+            raise ValueError(f"{MAX_STALL_ENV}={env!r} is not a number of seconds") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"max_stall_seconds must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not value >= 0:
+        raise ValueError(f"max_stall_seconds must be >= 0 (inf: never journal), got {value}")
+    return value
 
 # The reductions a record may carry (smdebug's ALLOWED_REDUCTIONS + ALLOWED_NORMS).
 REDUCTION_NAMES = frozenset({"min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2"})
 
 # Bytes enqueued plus sent-but-unacknowledged before write_tensor blocks.
 DEFAULT_MAX_QUEUE_BYTES = 64 << 20
+# How long write_tensor/end_step may wait for the collector before the agent
+# journals what it hands over (TENSORKEEP_MAX_STALL_SECONDS overrides).
+DEFAULT_MAX_STALL_SECONDS = 5.0
+MAX_STALL_ENV = "TENSORKEEP_MAX_STALL_SECONDS"
 # Entries kept in each of the writer's small caches of encoded headers.
 _CACHE_LIMIT = 100_000
 
@@ -97,6 +124,13 @@ class Writer:
             attempt committed (docs/semantics.md, "Restarted jobs"). None (the
             default): ``TENSORKEEP_ATTEMPT``, else torchrun's
             ``TORCHELASTIC_RESTART_COUNT``, else 0.
+        max_stall_seconds: the longest ``write_tensor``/``end_step`` waits for
+            the collector (its buffer full: the collector away or slower than
+            training) before the node's agent journals what it hands over to
+            local disk, to push it in order once the collector takes data again
+            (default: ``$TENSORKEEP_MAX_STALL_SECONDS``, else 5; ``math.inf``:
+            never journal). ``flush()`` and ``close()`` still wait until
+            everything, journaled or not, is durable on the collector.
 
     Raises ValueError/TypeError for bad arguments. The connection is opened in
     the background: an unreachable collector does not fail the constructor.
@@ -112,6 +146,7 @@ class Writer:
         retry_timeout: Optional[float] = float(_names.RECONNECT_GIVE_UP_SECONDS),
         server: Optional[str] = None,
         attempt: Optional[int] = None,
+        max_stall_seconds: Optional[float] = None,
     ):
         addr = _address.parse(out_dir, server, write=True)
         attempt = job_attempt() if attempt is None else attempt
@@ -119,6 +154,7 @@ class Writer:
             raise TypeError(f"attempt must be an int, got {type(attempt).__name__}")
         if not 0 <= attempt <= _names.MAX_ATTEMPT:
             raise ValueError(f"attempt must be from 0 to {_names.MAX_ATTEMPT}, got {attempt}")
+        max_stall = max_stall_from(max_stall_seconds)
         _names.check_worker(worker)
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
@@ -133,6 +169,7 @@ class Writer:
         self.max_queue_bytes = max_queue_bytes
         self.retry_timeout = retry_timeout
         self.attempt = attempt
+        self.max_stall_seconds = max_stall
 
         # Caches keyed by what the caller passes, so repeated writes of the same
         # tensor skip validation and header encoding.
@@ -140,7 +177,14 @@ class Writer:
         self._heads: Dict[Tuple[Any, ...], bytes] = {}
         self._tails: Dict[Tuple[Any, ...], bytes] = {}
         self._stream = AgentStream(
-            addr.target, addr.trial, worker, num_workers, max_queue_bytes, retry_timeout, attempt=attempt
+            addr.target,
+            addr.trial,
+            worker,
+            num_workers,
+            max_queue_bytes,
+            retry_timeout,
+            attempt=attempt,
+            max_stall_seconds=max_stall,
         )
 
     # ------------------------------------------------------------------
@@ -239,7 +283,8 @@ class Writer:
         self._stream.end_step(_names.check_step(step))
 
     def flush(self, timeout: Optional[float] = None) -> None:
-        """Returns once everything written so far is durable on the collector.
+        """Returns once everything written so far is durable on the collector,
+        including what the agent journaled while the collector was away.
 
         Raises WaitTimeout after ``timeout`` seconds, and the writer's error if it
         failed for good.
@@ -260,6 +305,23 @@ class Writer:
     def committed_through(self) -> int:
         """This worker's highest step the collector acknowledged as committed (-1: none)."""
         return self._stream.committed_through
+
+    @property
+    def journaled_bytes(self) -> int:
+        """Bytes the agent journaled to local disk so far because the collector did
+        not take them within ``max_stall_seconds`` (0: it never had to)."""
+        return self._stream.journaled_bytes
+
+    @property
+    def journaling(self) -> bool:
+        """True while written records wait in the agent's journal, not yet sent."""
+        return self._stream.journaling
+
+    @property
+    def dropped_records(self) -> int:
+        """Records lost because neither the collector nor the journal (full or
+        unwritable) took them; each is logged by the agent and here."""
+        return self._stream.dropped_records
 
     @property
     def closed(self) -> bool:

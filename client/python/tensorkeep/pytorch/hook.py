@@ -124,11 +124,12 @@ def del_hook() -> None:
     set_hook(None)
 
 
-def _make_writer(out_dir: str, worker: str, num_workers: int) -> Any:
-    """Creates the client's Writer (a seam: tests replace it with a fake)."""
+def _make_writer(out_dir: str, worker: str, num_workers: int, **options: Any) -> Any:
+    """Creates the client's Writer (a seam: tests replace it with a fake);
+    ``options``: the Writer's keyword arguments the Hook was given."""
     from tensorkeep import Writer
 
-    return Writer(out_dir, worker=worker, num_workers=num_workers)
+    return Writer(out_dir, worker=worker, num_workers=num_workers, **options)
 
 
 def _refuse_ended_trial(out_dir: str) -> None:
@@ -300,6 +301,11 @@ class Hook:
         optimizer applies), captured from DDP's all-reduce; requires
         registering the DistributedDataParallel wrapper (in one process the
         two are the same).
+      max_stall_seconds: the longest a training step waits for the collector
+        (away, or slower than training) before the node's tensorkeep-agent
+        journals what the step saves to local disk, to push it in order once the
+        collector is back; default ``$TENSORKEEP_MAX_STALL_SECONDS``, else 5
+        (``math.inf``: never journal). See docs/python.md.
     """
 
     GRADIENT_PREFIX = "gradient/"
@@ -322,6 +328,7 @@ class Hook:
         worker: Optional[str] = None,
         num_workers: Optional[int] = None,
         gradients: str = "local",
+        max_stall_seconds: Optional[float] = None,
     ):
         if not dry_run and not out_dir:
             raise ValueError("out_dir must be a tensorkeep URL: tensorkeep://HOST:PORT/TRIAL")
@@ -338,6 +345,10 @@ class Hook:
         if num_workers is not None and int(num_workers) < 1:
             raise ValueError(f"num_workers={num_workers} must be >= 1")
         self.gradients = gradients
+        # Checked now (a bad value or environment variable fails here, not at the first step).
+        from tensorkeep.writer import max_stall_from
+
+        self.max_stall_seconds = max_stall_from(max_stall_seconds)
 
         self.out_dir = out_dir
         self.dry_run = bool(dry_run)
@@ -488,7 +499,9 @@ class Hook:
                 addr.target, addr.trial, self.tensorboard_dir, _credentials.resolve()
             )
         if self._writes:
-            self._writer = _make_writer(self.out_dir, self.worker, self.num_workers)
+            self._writer = _make_writer(
+                self.out_dir, self.worker, self.num_workers, max_stall_seconds=self.max_stall_seconds
+            )
             # The hook's exit handler must run before the writer's (atexit runs
             # the last registered first), so that it may end the training.
             atexit.unregister(self._atexit)
