@@ -8,7 +8,8 @@ agent's journal (max_stall_seconds) and without it (issue 13, point 3).
 Starts a collector (port 0, a temporary data directory) and trains with a
 Python Writer (1 MiB queue; two 64 KiB tensors a step, one step every
 --step-ms): 2 s with the collector up, then the collector is killed for
---outage seconds (training goes on), restarted on the same port and data
+--outage seconds (training goes on; a step that blocks past the outage's
+end counts in it), restarted on the same port and data
 directory, 2 s more, and close(). Twice: ``journal`` (max_stall_seconds =
 --max-stall) and ``no journal`` (max_stall_seconds = inf: a full queue
 blocks the step until the collector is back, the behaviour before the
@@ -25,6 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -90,8 +92,12 @@ def run(bin_dir, outage, max_stall, step_s):
 
         train("up", 2)
         c.kill()
+        # Restarted from another thread: without the journal, the training
+        # thread is blocked until then.
+        restarter = threading.Timer(outage, c.start)
+        restarter.start()
         train("outage", outage)
-        c.start()
+        restarter.join()
         train("after", 2)
         w.close(end_of_training=True)
         t = create_trial(url)
