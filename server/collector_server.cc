@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   TK_ASSIGN_OR_RETURN(auto credentials,
                       MakeServerCredentials(options.security, options.listen, s->access_.get()));
   if (!options.http_listen.empty()) {
-    HttpOptions http;
+    HttpOptions http = options.http;
     http.listen = options.http_listen;
     http.security = options.security;
     TK_ASSIGN_OR_RETURN(s->http_, HttpServer::Create(http, s->access_.get()));

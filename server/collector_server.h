@@ -39,6 +39,8 @@ struct ServerOptions {
   // HOST:PORT of the HTTP port (/metrics, /healthz, the JSON API:
   // server/http/); empty: none. Port 0 picks a free port.
   std::string http_listen;
+  // The HTTP port's limits (its `listen` and `security` are the above).
+  HttpOptions http;
 };
 
 class CollectorServer {

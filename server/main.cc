@@ -86,6 +86,13 @@ constexpr char kUsage[] =
     "                      API /api/v1/ (docs/http-api.md), with the\n"
     "                      same TLS and tokens as gRPC; port 0 picks a free port, and the\n"
     "                      second line on stdout is `http listening on HOST:PORT`\n"
+    "  --http-request-timeout S  a client must send a whole HTTP request within S seconds\n"
+    "                      of connecting (or of its first byte on a kept-alive\n"
+    "                      connection), or it is closed (default 10); slow clients hold\n"
+    "                      no thread meanwhile\n"
+    "  --http-max-connections N  HTTP connections open at once (default 512) ...\n"
+    "  --http-max-connections-per-address N  ... and from one client address (default\n"
+    "                      64); more are refused at once\n"
     "  --log-level L       log verbosity on stderr (default info)\n"
     "\n"
     "scaling out (docs/scaling-out.md):\n"
@@ -144,6 +151,23 @@ int main(int argc, char** argv) {
       const char* v = value("--http-listen");
       if (v == nullptr || *v == '\0') return Usage("--http-listen needs HOST:PORT");
       options.http_listen = v;
+    } else if (arg == "--http-request-timeout") {
+      const char* v = value("--http-request-timeout");
+      char* end = nullptr;
+      const double seconds = v == nullptr ? -1 : std::strtod(v, &end);
+      if (v == nullptr || *v == '\0' || *end != '\0' || !(seconds >= 0.1) || seconds > 3600) {
+        return Usage("--http-request-timeout needs a number of seconds in [0.1, 3600]");
+      }
+      options.http.request_timeout_seconds = seconds;
+    } else if (arg == "--http-max-connections" || arg == "--http-max-connections-per-address") {
+      const char* v = value(arg.c_str());
+      char* end = nullptr;
+      const unsigned long long n = v == nullptr ? 0 : std::strtoull(v, &end, 10);
+      if (v == nullptr || *v == '\0' || *end != '\0' || n < 1 || n > 100000) {
+        return Usage(arg + " needs a number of connections in [1, 100000]");
+      }
+      (arg == "--http-max-connections" ? options.http.max_connections
+                                       : options.http.max_connections_per_address) = n;
     } else if (arg == "--data-dir") {
       const char* v = value("--data-dir");
       if (v == nullptr) return Usage("--data-dir needs a directory");
@@ -269,8 +293,9 @@ int main(int argc, char** argv) {
 
   const auto& cluster = options.collector.cluster;
   if (cluster.empty() != options.collector.advertise.empty()) {
-    return Usage("--cluster and --advertise go together: the cluster's collectors, and this "
-                 "one's address among them");
+    return Usage(
+        "--cluster and --advertise go together: the cluster's collectors, and this "
+        "one's address among them");
   }
   if (!cluster.empty() &&
       std::find(cluster.begin(), cluster.end(), options.collector.advertise) == cluster.end()) {

@@ -1,5 +1,7 @@
 #include "server/http/http_server.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -11,34 +13,41 @@
 #include "absl/strings/str_cat.h"
 #include "base/loopback.h"
 #include "base/status_macros.h"
+#include "proto/limits.pb.h"
+#include "server/http/connection_gate.h"
+#include "server/http/http_connection.h"
 #include "server/http/http_errors.h"
 #include "spdlog/spdlog.h"
 
 namespace tensorkeep {
 namespace {
 
-// cpp-httplib's ThreadPool queues accepted connections without a bound; this
-// one makes the accepting thread wait while `max_queued` wait already, so
-// that further clients wait in the kernel's backlog instead of in memory.
-class BoundedPool : public httplib::TaskQueue {
+// The workers: serve whole requests the gate hands over. Their queue needs
+// no bound of its own: it never holds more than the gate's open connections.
+class WorkerPool {
  public:
-  BoundedPool(size_t threads, size_t max_queued) : max_queued_(max_queued) {
+  explicit WorkerPool(size_t threads) {
     for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
   }
-  void enqueue(std::function<void()> fn) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    space_.wait(lock, [&] { return jobs_.size() < max_queued_ || shutdown_; });
-    jobs_.push_back(std::move(fn));
+  ~WorkerPool() { Shutdown(); }
+  void Post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shutdown_) return;
+      jobs_.push_back(std::move(fn));
+    }
     ready_.notify_one();
   }
-  void shutdown() override {
+  // Runs what is queued, then joins.
+  void Shutdown() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       shutdown_ = true;
     }
     ready_.notify_all();
-    space_.notify_all();
-    for (auto& t : threads_) t.join();
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
   }
 
  private:
@@ -51,18 +60,111 @@ class BoundedPool : public httplib::TaskQueue {
         if (jobs_.empty()) return;  // shutting down, nothing left
         fn = std::move(jobs_.front());
         jobs_.pop_front();
-        space_.notify_one();
       }
       fn();
     }
   }
 
-  const size_t max_queued_;
   std::mutex mu_;
-  std::condition_variable ready_, space_;
+  std::condition_variable ready_;
   std::deque<std::function<void()>> jobs_;
   bool shutdown_ = false;
   std::vector<std::thread> threads_;
+};
+
+// httplib's accepting loop hands each accepted socket to its task queue;
+// this one runs the task at once, on the accepting thread: the task is
+// GatedServer::process_and_close_socket, which only gives the socket to the
+// gate (it never blocks).
+class AdmitAtOnce : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
+
+// The connection a worker serves (for HttpServer::Get's handlers).
+thread_local HttpConnection* serving = nullptr;
+
+// An event stream (a chunked response) has no deadline for its whole
+// response: each write still has one, and MAX_EVENT_STREAMS bounds them.
+void NoteStreaming(const httplib::Response& res) {
+  if (serving != nullptr && res.content_provider_ && res.is_chunked_content_provider_) {
+    serving->response_deadline = HttpClock::time_point::max();
+  }
+}
+
+// cpp-httplib's Server (or SSLServer) whose connections go through a
+// ConnectionGate and then a WorkerPool, instead of a thread each from accept
+// on. Requests are parsed and answered by httplib's own process_request.
+template <class Base>
+class GatedServer : public Base, public GatedServing {
+ public:
+  template <class... Args>
+  explicit GatedServer(Args&&... args) : Base(std::forward<Args>(args)...) {}
+  ~GatedServer() override { StopServing(); }
+
+  absl::Status StartServing(const HttpOptions& options, SSL_CTX* tls) override {
+    options_ = options;
+    pool_ = std::make_unique<WorkerPool>(options.threads);
+    GateOptions gate;
+    gate.max_connections = options.max_connections;
+    gate.max_per_address = options.max_connections_per_address;
+    gate.request_timeout = Millis(options.request_timeout_seconds);
+    gate.keep_alive_timeout = Millis(options.keep_alive_seconds);
+    gate.max_body_bytes = options.max_body_bytes;
+    gate_ = std::make_unique<ConnectionGate>(gate, tls, [this](std::unique_ptr<HttpConnection> c) {
+      auto* raw = c.release();
+      pool_->Post([this, raw] { Serve(std::unique_ptr<HttpConnection>(raw)); });
+    });
+    return gate_->Start();
+  }
+  // After httplib's loop returned: closes what waits, ends the workers.
+  size_t open_connections() const override {
+    return gate_ == nullptr ? 0 : gate_->open_connections();
+  }
+  void StopServing() override {
+    stopping_.store(true);
+    if (gate_ != nullptr) gate_->Stop();
+    if (pool_ != nullptr) pool_->Shutdown();  // a job it drops closes its connection
+  }
+
+ private:
+  static std::chrono::milliseconds Millis(double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+
+  bool process_and_close_socket(socket_t sock) override {
+    if (gate_ == nullptr || stopping_.load()) {
+      close(sock);
+      return false;
+    }
+    gate_->Admit(sock);
+    return true;
+  }
+
+  // One request (whole in the buffer); then the connection waits in the gate
+  // for the next one, if it stays open.
+  void Serve(std::unique_ptr<HttpConnection> c) {
+    if (stopping_.load()) return;  // closes it
+    c->response_deadline = HttpClock::now() + Millis(options_.response_timeout_seconds);
+    ConnectionStream stream(c.get(), Millis(options_.timeout_seconds),
+                            Millis(options_.timeout_seconds));
+    const bool last = c->requests + 1 >= options_.keep_alive_max_requests || stopping_.load();
+    bool closed = false;
+    serving = c.get();
+    SSL* ssl = c->ssl;
+    const bool ok = this->process_request(stream, last, closed,
+                                          [ssl](httplib::Request& req) { req.ssl = ssl; });
+    serving = nullptr;
+    ++c->requests;
+    if (!ok || closed || last || stopping_.load()) return;  // closes it
+    gate_->Return(std::move(c));
+  }
+
+  HttpOptions options_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<ConnectionGate> gate_;
+  std::atomic<bool> stopping_{false};
 };
 
 absl::Status Readable(const std::string& path, const char* flag) {
@@ -93,7 +195,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpOptions
     if (!sec.tls_client_ca.empty()) {
       TK_RETURN_IF_ERROR(Readable(sec.tls_client_ca, "--tls-client-ca"));
     }
-    auto ssl = std::make_unique<httplib::SSLServer>(
+    auto ssl = std::make_unique<GatedServer<httplib::SSLServer>>(
         sec.tls_cert.c_str(), sec.tls_key.c_str(),
         sec.tls_client_ca.empty() ? nullptr : sec.tls_client_ca.c_str());
     if (!ssl->is_valid()) {
@@ -101,18 +203,22 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpOptions
           "--http-listen: cannot serve TLS with --tls-cert '", sec.tls_cert, "' and --tls-key '",
           sec.tls_key, "' (not a matching PEM certificate and key?)"));
     }
+    s->tls_ = ssl->ssl_context();
+    s->gated_ = ssl.get();
     s->server_ = std::move(ssl);
   } else {
-    s->server_ = std::make_unique<httplib::Server>();
+    auto plain = std::make_unique<GatedServer<httplib::Server>>();
+    s->gated_ = plain.get();
+    s->server_ = std::move(plain);
+  }
+  if (options.threads <= static_cast<size_t>(v1::MAX_EVENT_STREAMS)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the HTTP port needs more than MAX_EVENT_STREAMS (", v1::MAX_EVENT_STREAMS,
+                     ") threads, so that event streams never hold them all"));
   }
   httplib::Server& srv = *s->server_;
-  const size_t threads = options.threads, queued = options.max_queued;
-  srv.new_task_queue = [threads, queued] { return new BoundedPool(threads, queued); };
+  srv.new_task_queue = [] { return new AdmitAtOnce(); };
   srv.set_payload_max_length(options.max_body_bytes);
-  srv.set_read_timeout(options.timeout_seconds, 0);
-  srv.set_write_timeout(options.timeout_seconds, 0);
-  srv.set_keep_alive_timeout(5);
-  srv.set_keep_alive_max_count(options.keep_alive_max_requests);
   srv.set_default_headers({{"X-Content-Type-Options", "nosniff"}, {"Cache-Control", "no-store"}});
   srv.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -145,6 +251,7 @@ void HttpServer::Get(const std::string& pattern, Role role, Handler handler) {
                                                                    httplib::Response& res) {
     if (access_ == nullptr) {
       handler(req, CallAccess::Everything("anonymous"), res);
+      NoteStreaming(res);
       return;
     }
     const std::string authorization = req.get_header_value("Authorization");
@@ -159,6 +266,7 @@ void HttpServer::Get(const std::string& pattern, Role role, Handler handler) {
             role == Role::kNone ? CallAccess::Everything("anonymous")
                                 : access_->ForAuthorization(authorization),
             res);
+    NoteStreaming(res);
   });
 }
 
@@ -175,6 +283,7 @@ absl::Status HttpServer::Start() {
                                                " (address in use or not available?)"));
   }
   address_ = absl::StrCat(options_.listen.substr(0, colon), ":", bound);
+  TK_RETURN_IF_ERROR(gated_->StartServing(options_, tls_));
   started_ = true;
   thread_ = std::thread([this] {
     if (!server_->listen_after_bind() && !stopping_.load()) {
@@ -194,6 +303,9 @@ void HttpServer::Stop() {
   }
   server_->stop();
   if (thread_.joinable()) thread_.join();
+  gated_->StopServing();
 }
+
+size_t HttpServer::open_connections() const { return gated_->open_connections(); }
 
 }  // namespace tensorkeep

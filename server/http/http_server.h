@@ -12,15 +12,22 @@
 //  * an address beyond loopback needs TLS and tokens unless --insecure
 //    (server/access/server_security.h, CheckExposure).
 // Bounded, so that an untrusted client cannot exhaust the collector through
-// it: a fixed pool of threads (connections beyond them wait in a short queue,
-// then in the kernel's backlog), request bodies and headers capped, read and
-// write timeouts, a cap on requests per kept-alive connection, and handlers
-// whose work is bounded (the API's limits, proto/limits.proto).
+// it: connections wait for a whole request in a ConnectionGate (one thread,
+// epoll; server/http/connection_gate.h) with a deadline for the whole
+// request and caps on open connections, in all and per client address; only
+// then does one of a fixed pool of workers serve it. Slow clients (slowloris)
+// and idle ones thus hold no worker: /healthz and /metrics keep answering.
+// Request bodies and headers are capped, each read and write has a timeout
+// and a whole response a deadline (event streams: MAX_EVENT_STREAMS, fewer
+// than the workers), kept-alive connections have an idle timeout and a cap
+// on requests, and handlers' work is bounded (proto/limits.proto).
 //
 // Thread safety: Get() before Start(); Start() and Stop() once each, from one
 // thread; handlers run on the pool's threads.
 #ifndef TENSORKEEP_SERVER_HTTP_HTTP_SERVER_H_
 #define TENSORKEEP_SERVER_HTTP_HTTP_SERVER_H_
+
+#include <openssl/ssl.h>
 
 #include <atomic>
 #include <functional>
@@ -38,13 +45,26 @@
 namespace tensorkeep {
 
 struct HttpOptions {
-  std::string listen;       // HOST:PORT; port 0 picks a free port
-  ServerSecurity security;  // TLS files and --insecure (tokens: `access`)
-  size_t threads = 16;      // requests served at once
-  size_t max_queued = 64;   // accepted connections waiting for a thread
+  std::string listen;                       // HOST:PORT; port 0 picks a free port
+  ServerSecurity security;                  // TLS files and --insecure (tokens: `access`)
+  size_t threads = 16;                      // requests served at once (> MAX_EVENT_STREAMS)
+  size_t max_connections = 512;             // --http-max-connections
+  size_t max_connections_per_address = 64;  // --http-max-connections-per-address
   size_t max_body_bytes = 64 << 10;
-  int timeout_seconds = 10;  // each read and write of a connection
+  double request_timeout_seconds = 10;   // --http-request-timeout: a whole request
+  double keep_alive_seconds = 5;         // idle between two requests
+  double timeout_seconds = 10;           // each wait to read or write
+  double response_timeout_seconds = 60;  // a whole response (not event streams)
   int keep_alive_max_requests = 100;
+};
+
+// What HttpServer needs of its cpp-httplib server (http_server.cc).
+class GatedServing {
+ public:
+  virtual ~GatedServing() = default;
+  virtual absl::Status StartServing(const HttpOptions& options, SSL_CTX* tls) = 0;
+  virtual void StopServing() = 0;
+  virtual size_t open_connections() const = 0;
 };
 
 class HttpServer {
@@ -69,6 +89,8 @@ class HttpServer {
   void Stop();
   // True once Stop began: long handlers (event streams) end.
   bool stopping() const { return stopping_.load(); }
+  // Connections open now (waiting for a request or being served).
+  size_t open_connections() const;
 
  private:
   HttpServer() = default;
@@ -76,6 +98,8 @@ class HttpServer {
   HttpOptions options_;
   const AccessControl* access_ = nullptr;
   std::unique_ptr<httplib::Server> server_;
+  GatedServing* gated_ = nullptr;  // server_ itself
+  SSL_CTX* tls_ = nullptr;         // server_'s, with TLS
   std::string address_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
