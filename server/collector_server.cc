@@ -14,6 +14,7 @@
 #include "server/http/web_ui.h"
 #include "server/metrics/collector_metrics.h"
 #include "server/metrics/prometheus_text.h"
+#include "server/starting_service.h"
 #include "spdlog/spdlog.h"
 
 namespace tensorkeep {
@@ -33,24 +34,18 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
     http.security = options.security;
     TK_ASSIGN_OR_RETURN(s->http_, HttpServer::Create(http, s->access_.get()));
   }
-  s->data_dir_ = options.store.path;
-  s->grpc_metrics_ = std::make_unique<GrpcRequestMetrics>();
-  TK_ASSIGN_OR_RETURN(s->store_, LevelDbTensorStore::Open(options.store));
-  if (!s->store_->open_note().empty()) spdlog::warn("{}", s->store_->open_note());
-  auto collector = Collector::Create(options.collector, s->store_.get());
-  if (!collector.ok()) {
-    return absl::Status(
-        collector.status().code(),
-        absl::StrCat("data directory ", options.store.path, ": ", collector.status().message()));
-  }
-  s->collector_ = std::move(*collector);
-  s->service_ = std::make_unique<TensorKeepService>(s->collector_.get(), s->access_.get());
-
   const size_t colon = options.listen.rfind(':');
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("--listen '", options.listen, "' is not HOST:PORT"));
   }
+  s->data_dir_ = options.store.path;
+  s->grpc_metrics_ = std::make_unique<GrpcRequestMetrics>();
+  // The ports open before the data directory: while LevelDB and the index
+  // recover (minutes on a large store) probes and clients see a collector
+  // that is starting (health NOT_SERVING, /healthz 503, every other call
+  // UNAVAILABLE saying so: StartingService), not a refused connection.
+  s->starting_ = std::make_unique<StartingService>();
   // Standard tools (grpcurl, grpc_health_probe, Kubernetes' gRPC probes)
   // find the health service and, through reflection, the API.
   static std::once_flag plugins;
@@ -60,7 +55,7 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
   });
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &s->port_);
-  builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->starting_.get());
   {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(s->grpc_metrics_->InterceptorFactory());
@@ -109,25 +104,54 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(
         absl::StrCat("cannot listen on ", options.listen, " (address in use or not available?)"));
   }
   s->address_ = absl::StrCat(options.listen.substr(0, colon), ":", s->port_);
-  s->server_->GetHealthCheckService()->SetServingStatus(true);
-  s->serving_.store(true);
+  s->server_->GetHealthCheckService()->SetServingStatus(false);
   if (s->http_ != nullptr) {
     CollectorServer* self = s.get();
-    s->http_->Get("/healthz", Role::kNone,
-                  [self](const httplib::Request&, const CallAccess&, httplib::Response& res) {
-                    const bool serving = self->serving_.load();
-                    res.status = serving ? 200 : 503;
-                    res.set_content(serving ? "ok\n" : "not serving (starting or draining)\n",
-                                    "text/plain; charset=utf-8");
-                  });
+    s->http_->Get(
+        "/healthz", Role::kNone,
+        [self](const httplib::Request&, const CallAccess&, httplib::Response& res) {
+          const bool serving = self->serving_.load();
+          res.status = serving ? 200 : 503;
+          res.set_content(serving ? "ok\n"
+                                  : "not serving (starting: recovering the index; or "
+                                    "draining: shutting down)\n",
+                          "text/plain; charset=utf-8");
+        },
+        /*while_starting=*/true);
+    s->http_->SetReady(false);
+    TK_RETURN_IF_ERROR(s->http_->Start());
+  }
+  spdlog::info("starting: gRPC port {}{}{} open, not serving until the data in {} is recovered",
+               s->address_, s->http_ != nullptr ? " and HTTP port " : "",
+               s->http_ != nullptr ? s->http_->address() : "", options.store.path);
+  if (options.test_recovery_delay_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(options.test_recovery_delay_ms));
+  }
+  s->test_drain_delay_ms_ = options.test_drain_delay_ms;
+
+  TK_ASSIGN_OR_RETURN(s->store_, LevelDbTensorStore::Open(options.store));
+  if (!s->store_->open_note().empty()) spdlog::warn("{}", s->store_->open_note());
+  auto collector = Collector::Create(options.collector, s->store_.get());
+  if (!collector.ok()) {
+    return absl::Status(
+        collector.status().code(),
+        absl::StrCat("data directory ", options.store.path, ": ", collector.status().message()));
+  }
+  s->collector_ = std::move(*collector);
+  s->service_ = std::make_unique<TensorKeepService>(s->collector_.get(), s->access_.get());
+  s->starting_->Serve(s->service_.get());
+  if (s->http_ != nullptr) {
+    CollectorServer* self = s.get();
     s->http_->Get("/metrics", Role::kRead,
                   [self](const httplib::Request&, const CallAccess&, httplib::Response& res) {
                     res.set_content(self->MetricsText(), kPrometheusContentType);
                   });
     s->api_ = std::make_unique<ApiV1>(s->collector_.get(), s->http_.get());
     RegisterWebUi(s->http_.get());
-    TK_RETURN_IF_ERROR(s->http_->Start());
+    s->http_->SetReady(true);
   }
+  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  s->serving_.store(true);
   return s;
 }
 
@@ -163,14 +187,18 @@ void CollectorServer::Shutdown(double grace_seconds) {
     // are resumable).
     server_->GetHealthCheckService()->SetServingStatus(false);
     serving_.store(false);
-    service_->StartDraining();
+    if (test_drain_delay_ms_ > 0) {  // tests: a drain window long enough to observe
+      std::this_thread::sleep_for(std::chrono::milliseconds(test_drain_delay_ms_));
+    }
+    if (service_ != nullptr) service_->StartDraining();
     const auto give_up = std::chrono::steady_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000));
-    if (service_->active_pushes() > 0) {
+    if (service_ != nullptr && service_->active_pushes() > 0) {
       spdlog::info("waiting up to {} s for {} writer stream(s) to end", grace_seconds,
                    service_->active_pushes());
     }
-    while (service_->active_pushes() > 0 && std::chrono::steady_clock::now() < give_up) {
+    while (service_ != nullptr && service_->active_pushes() > 0 &&
+           std::chrono::steady_clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));

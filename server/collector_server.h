@@ -20,6 +20,7 @@
 #include "server/http/api_v1.h"
 #include "server/http/http_server.h"
 #include "server/metrics/grpc_request_metrics.h"
+#include "server/starting_service.h"
 #include "server/tensorkeep_service.h"
 #include "storage/leveldb_tensor_store.h"
 
@@ -41,6 +42,12 @@ struct ServerOptions {
   std::string http_listen;
   // The HTTP port's limits (its `listen` and `security` are the above).
   HttpOptions http;
+  // Tests only (tensorkeep-server reads TENSORKEEP_TEST_RECOVERY_DELAY_MS and
+  // TENSORKEEP_TEST_DRAIN_DELAY_MS): wait this long with the ports open
+  // before opening the data directory, and with health NOT_SERVING before
+  // draining at shutdown, so that tests can watch both states.
+  int test_recovery_delay_ms = 0;
+  int test_drain_delay_ms = 0;
 };
 
 class CollectorServer {
@@ -79,6 +86,9 @@ class CollectorServer {
   std::unique_ptr<LevelDbTensorStore> store_;
   std::unique_ptr<Collector> collector_;
   std::unique_ptr<TensorKeepService> service_;
+  // What gRPC serves: UNAVAILABLE until service_ exists (set before server_).
+  std::unique_ptr<StartingService> starting_;
+  int test_drain_delay_ms_ = 0;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpServer> http_;  // null without http_listen
   std::unique_ptr<ApiV1> api_;        // its /api/v1/

@@ -324,6 +324,14 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Tests only: see ServerOptions::test_recovery_delay_ms.
+  for (auto [name, field] : {std::pair<const char*, int*>{"TENSORKEEP_TEST_RECOVERY_DELAY_MS",
+                                                          &options.test_recovery_delay_ms},
+                             {"TENSORKEEP_TEST_DRAIN_DELAY_MS", &options.test_drain_delay_ms}}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') {
+      *field = std::clamp(std::atoi(v), 0, 60 * 1000);
+    }
+  }
   auto server = tensorkeep::CollectorServer::Start(options);
   if (!server.ok()) {
     spdlog::error("cannot start: {}", std::string(server.status().message()));

@@ -1,12 +1,17 @@
 #include "server/http/http_server.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <regex>
+#include <shared_mutex>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -105,6 +110,13 @@ class GatedServer : public Base, public GatedServing {
 
   absl::Status StartServing(const HttpOptions& options, SSL_CTX* tls) override {
     options_ = options;
+    // httplib listens with a backlog of 5: a burst of clients beyond it would
+    // wait for SYN retransmissions (seconds). Accepting costs little here (the
+    // gate takes connections without a thread), so let the kernel queue more.
+    if (::listen(this->svr_sock_, SOMAXCONN) != 0) {
+      return absl::InternalError(
+          absl::StrCat("HTTP port: cannot set its listen backlog: ", std::strerror(errno)));
+    }
     pool_ = std::make_unique<WorkerPool>(options.threads);
     GateOptions gate;
     gate.max_connections = options.max_connections;
@@ -218,6 +230,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpOptions
   }
   httplib::Server& srv = *s->server_;
   srv.new_task_queue = [] { return new AdmitAtOnce(); };
+  // One route for httplib: HttpServer's own table (Get) can grow while the
+  // port already serves /healthz during start-up.
+  HttpServer* self = s.get();
+  srv.Get(".*", [self](const httplib::Request& req, httplib::Response& res) {
+    self->Dispatch(req, res);
+  });
   srv.set_payload_max_length(options.max_body_bytes);
   srv.set_default_headers({{"X-Content-Type-Options", "nosniff"}, {"Cache-Control", "no-store"}});
   srv.set_exception_handler(
@@ -246,28 +264,59 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(const HttpOptions
 
 HttpServer::~HttpServer() { Stop(); }
 
-void HttpServer::Get(const std::string& pattern, Role role, Handler handler) {
-  server_->Get(pattern, [this, role, handler = std::move(handler)](const httplib::Request& req,
-                                                                   httplib::Response& res) {
-    if (access_ == nullptr) {
-      handler(req, CallAccess::Everything("anonymous"), res);
-      NoteStreaming(res);
-      return;
+void HttpServer::Get(const std::string& pattern, Role role, Handler handler, bool while_starting) {
+  std::unique_lock<std::shared_mutex> lock(routes_mu_);
+  routes_.push_back(Route{std::regex(pattern), role, std::move(handler), while_starting});
+}
+
+void HttpServer::SetReady(bool ready) { ready_.store(ready); }
+
+void HttpServer::Dispatch(const httplib::Request& req, httplib::Response& res) {
+  const bool ready = ready_.load();
+  Role role = Role::kNone;
+  Handler handler;
+  {
+    std::shared_lock<std::shared_mutex> lock(routes_mu_);
+    for (const Route& route : routes_) {
+      // httplib's own Request (non-const in process_request): the handlers
+      // read the pattern's groups from req.matches, as with httplib's routing.
+      if (std::regex_match(req.path, const_cast<httplib::Request&>(req).matches, route.pattern)) {
+        if (ready || route.while_starting) {
+          role = route.role;
+          handler = route.handler;
+        }
+        break;
+      }
     }
-    const std::string authorization = req.get_header_value("Authorization");
-    const absl::Status allowed =
-        access_->AuthorizeRole(role, absl::StrCat("GET ", req.path.substr(0, 200)), authorization,
-                               "send the header `Authorization: Bearer TOKEN`");
-    if (!allowed.ok()) {
-      SendError(res, allowed);
-      return;
+  }
+  if (!handler) {
+    if (ready) {
+      res.status = 404;  // the error handler writes the JSON body
+    } else {
+      SendError(res, absl::UnavailableError(
+                         "the collector is starting: it is recovering its index from the data "
+                         "directory; retry shortly (/healthz answers 200 once it is done)"));
     }
-    handler(req,
-            role == Role::kNone ? CallAccess::Everything("anonymous")
-                                : access_->ForAuthorization(authorization),
-            res);
+    return;
+  }
+  if (access_ == nullptr) {
+    handler(req, CallAccess::Everything("anonymous"), res);
     NoteStreaming(res);
-  });
+    return;
+  }
+  const std::string authorization = req.get_header_value("Authorization");
+  const absl::Status allowed =
+      access_->AuthorizeRole(role, absl::StrCat("GET ", req.path.substr(0, 200)), authorization,
+                             "send the header `Authorization: Bearer TOKEN`");
+  if (!allowed.ok()) {
+    SendError(res, allowed);
+    return;
+  }
+  handler(req,
+          role == Role::kNone ? CallAccess::Everything("anonymous")
+                              : access_->ForAuthorization(authorization),
+          res);
+  NoteStreaming(res);
 }
 
 absl::Status HttpServer::Start() {

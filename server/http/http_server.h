@@ -22,8 +22,12 @@
 // than the workers), kept-alive connections have an idle timeout and a cap
 // on requests, and handlers' work is bounded (proto/limits.proto).
 //
-// Thread safety: Get() before Start(); Start() and Stop() once each, from one
-// thread; handlers run on the pool's threads.
+// Start-up: the port may open before the collector is ready (it recovers its
+// index): under SetReady(false) only routes registered `while_starting` (/healthz)
+// are served, every other path answers 503 saying the collector is starting.
+//
+// Thread safety: Get() from any thread, before or after Start(); Start() and
+// Stop() once each, from one thread; handlers run on the pool's threads.
 #ifndef TENSORKEEP_SERVER_HTTP_HTTP_SERVER_H_
 #define TENSORKEEP_SERVER_HTTP_HTTP_SERVER_H_
 
@@ -32,8 +36,11 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <regex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -78,8 +85,12 @@ class HttpServer {
                                                             const AccessControl* access);
   ~HttpServer();
 
-  // Serves GET `pattern` (a regex on the path) to callers with `role`.
-  void Get(const std::string& pattern, Role role, Handler handler);
+  // Serves GET `pattern` (a regex on the path) to callers with `role`; before
+  // SetReady(true) only if `while_starting`.
+  void Get(const std::string& pattern, Role role, Handler handler, bool while_starting = false);
+  // Whether the collector is ready (the default): when not, only routes
+  // registered `while_starting` are served.
+  void SetReady(bool ready);
 
   // Binds and starts serving on a thread of its own.
   absl::Status Start();
@@ -93,7 +104,14 @@ class HttpServer {
   size_t open_connections() const;
 
  private:
+  struct Route {
+    std::regex pattern;
+    Role role;
+    Handler handler;
+    bool while_starting;
+  };
   HttpServer() = default;
+  void Dispatch(const httplib::Request& req, httplib::Response& res);
 
   HttpOptions options_;
   const AccessControl* access_ = nullptr;
@@ -103,6 +121,9 @@ class HttpServer {
   std::string address_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> ready_{true};
+  std::shared_mutex routes_mu_;
+  std::vector<Route> routes_;  // in order: the first match serves
   std::atomic<bool> listen_returned_{false};
   bool started_ = false;
 };

