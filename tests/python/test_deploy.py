@@ -117,10 +117,14 @@ def test_manifests_parse_and_fit_together(server_flags, cli_flags):
         path = _value(argv, flag)
         assert any(path.startswith(mounts[v] + "/") for v in secrets), f"{flag} {path} is not in a Secret"
 
-    # Readiness and liveness through the gRPC health service, on the port.
+    # Start-up, readiness and liveness through the gRPC health service, on the
+    # port; the start-up probe allows a long recovery (NOT_SERVING until done)
+    # before liveness may restart the pod.
     flags, help_text = cli_flags
     assert re.search(r"^\s+health\b", help_text, re.M)
-    for probe in ("readinessProbe", "livenessProbe"):
+    startup = c["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         p = c[probe]
         if "grpc" in p:
             assert p["grpc"]["port"] == listen_port
