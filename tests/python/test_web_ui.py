@@ -31,6 +31,13 @@ websocket = pytest.importorskip("websocket", reason="python3-websocket (Debian) 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WAIT = 20.0  # seconds any one page condition may take, at most
+# What DevTools answers when an evaluation races a navigation: the old document went away under it.
+NAVIGATING = ("Inspected target navigated or closed", "Execution context was destroyed",
+              "Cannot find context with specified id")
+
+
+class Navigating(AssertionError):
+    """An evaluation was cut short because the page navigated; a wait tries again."""
 STEPS = 10
 FIRE_STEP = 6
 
@@ -66,7 +73,8 @@ class Page:
             msg = json.loads(self.ws.recv())
             if msg.get("id") == mine:
                 if "error" in msg:
-                    raise AssertionError(f"{method}: {msg['error']}")
+                    text = f"{method}: {msg['error']}"
+                    raise (Navigating if any(n in text for n in NAVIGATING) else AssertionError)(text)
                 return msg.get("result", {})
             self._event(msg)
         raise AssertionError(f"no answer to {method} within {WAIT} s")
@@ -74,7 +82,8 @@ class Page:
     def eval(self, expression: str):
         r = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
         if "exceptionDetails" in r:
-            raise AssertionError(f"{expression}: {r['exceptionDetails']}")
+            text = f"{expression}: {r['exceptionDetails']}"
+            raise (Navigating if any(n in text for n in NAVIGATING) else AssertionError)(text)
         return r["result"].get("value")
 
     def goto(self, url: str) -> None:
@@ -90,7 +99,10 @@ class Page:
     def wait(self, expression: str, what: str):
         deadline = time.monotonic() + WAIT
         while True:
-            value = self.eval(expression)
+            try:
+                value = self.eval(expression)
+            except Navigating:  # the document changed under the evaluation: ask the new one
+                value = None
             if value:
                 return value
             if time.monotonic() > deadline:
