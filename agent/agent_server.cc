@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -125,9 +126,17 @@ absl::StatusOr<AgentServer::Bound> AgentServer::Bind() {
 void AgentServer::Serve() {
   using Clock = std::chrono::steady_clock;
   Clock::time_point idle_since = Clock::now();
+  // One thread a writer, replaying its journals in the order they were made
+  // (one writer's journals in parallel would be two streams of one worker).
+  std::map<std::string, std::vector<std::string>> by_writer;
   for (const std::string& path : LeftoverJournals(options_.journal_dir)) {
-    Spawn([this, path](uint64_t) {
-      ReplayJournal(path, &journal_space_, options_.linger_seconds);
+    by_writer[JournalWriterKey(path)].push_back(path);
+  }
+  for (auto& [key, paths] : by_writer) {
+    Spawn([this, paths = std::move(paths)](uint64_t) {
+      for (const std::string& path : paths) {
+        if (!ReplayJournal(path, &journal_space_, options_.linger_seconds)) break;
+      }
     });
   }
   while (!stopping_.load()) {
@@ -140,17 +149,20 @@ void AgentServer::Serve() {
     if (ready > 0) Accept();
     Reap();
     std::lock_guard<std::mutex> lock(mu_);
-    if (!sessions_.empty()) {
+    // Orphans (their training process gone) do not keep the agent running.
+    if (sessions_.size() > orphans_.load()) {
       idle_since = Clock::now();
     } else if (options_.idle_exit_seconds > 0 &&
                std::chrono::duration<double>(Clock::now() - idle_since).count() >=
                    options_.idle_exit_seconds) {
-      spdlog::info("no writer for {} s: exiting", options_.idle_exit_seconds);
+      spdlog::info("no training process for {} s: exiting", options_.idle_exit_seconds);
       break;
     }
   }
   // No new clients; the sessions end when their clients close or go away,
-  // and only then is what they handed over pushed.
+  // and only then is what they handed over pushed. Orphans journal what is
+  // not durable yet and end.
+  stopping_.store(true);
   unlink(options_.socket_path.c_str());
   close(listen_fd_);
   listen_fd_ = -1;
@@ -187,7 +199,8 @@ void AgentServer::Accept() {
     return;
   }
   SpawnLocked([this, fd](uint64_t id) {
-    Session session(fd, id, &budget_, options_.linger_seconds, &journal_settings_);
+    Session session(fd, id, &budget_, options_.linger_seconds, &journal_settings_, &stopping_,
+                    &orphans_);
     session.Run();
   });
 }

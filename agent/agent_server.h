@@ -59,9 +59,10 @@ class AgentServer {
   // may enter it), takes the lock and listens. kAlreadyRunning when another
   // agent holds the lock for this path.
   absl::StatusOr<Bound> Bind();
-  // Pushes the journals earlier agents left (one thread each, counted as a
-  // writer), then accepts clients until Stop() or the idle timeout; returns
-  // once every session (and replay) ended.
+  // Pushes the journals earlier agents left (one thread a writer, counted as
+  // a writer), then accepts clients until Stop() or the idle timeout (no
+  // training process connected for idle_exit_seconds; orphans do not count);
+  // returns once every session (and replay) ended.
   void Serve();
   void Stop() { stopping_.store(true); }
   const std::string& socket_path() const { return options_.socket_path; }
@@ -81,6 +82,7 @@ class AgentServer {
   int listen_fd_ = -1;
   int lock_fd_ = -1;
   std::atomic<bool> stopping_{false};
+  std::atomic<size_t> orphans_{0};  // sessions whose training process is gone
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t next_id_ = 1;

@@ -37,14 +37,23 @@ std::vector<std::string> LeftoverJournals(const std::string& dir) {
   return out;
 }
 
-void ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds) {
+std::string JournalWriterKey(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string name = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  // TRIAL and WORKER are made file-safe (no dots) when the name is made.
+  const size_t first = name.find('.');
+  const size_t second = first == std::string::npos ? first : name.find('.', first + 1);
+  return second == std::string::npos ? name : name.substr(0, second);
+}
+
+bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds) {
   Journal::Header header;
   auto opened = Journal::OpenExisting(path, space, &header);
   if (!opened.ok()) {
     spdlog::error("leftover journal {}: {}; renaming it to {}.failed", path,
                   std::string(opened.status().message()), path);
     std::rename(path.c_str(), absl::StrCat(path, ".failed").c_str());
-    return;
+    return true;
   }
   std::unique_ptr<Journal> journal = std::move(*opened);
   spdlog::warn(
@@ -95,16 +104,17 @@ void ReplayJournal(const std::string& path, JournalSpace* space, double linger_s
     spdlog::info("leftover journal {}: pushed ({} entries durable on {}); deleted", path,
                  journal->entries(), header.target);
     journal->Remove();
-    return;
+    return true;
   }
   if (Retryable(s)) {
     spdlog::error("leftover journal {}: {}; kept for the next agent", path,
                   std::string(s.message()));
-    return;
+    return false;
   }
   spdlog::error("leftover journal {}: the collector refused it: {}; renamed to {}.failed", path,
                 std::string(s.message()), path);
   std::rename(path.c_str(), absl::StrCat(path, ".failed").c_str());
+  return true;
 }
 
 }  // namespace agent

@@ -12,8 +12,16 @@
 namespace tensorkeep {
 namespace agent {
 
-// The journal files in `dir` (none when it does not exist).
+// The journal files in `dir` (none when it does not exist), sorted by name:
+// the journals of one writer sort in the order they were made
+// (TRIAL.WORKER.PID-SESSION-N.tkj, numbers zero-padded; what a stopping
+// agent's writer held in memory goes to ...-N-a.tkj, before journal N).
 std::vector<std::string> LeftoverJournals(const std::string& dir);
+
+// Which writer a journal file belongs to, from its name (TRIAL.WORKER): one
+// writer's journals are replayed one after another, never at once (two
+// streams of one worker).
+std::string JournalWriterKey(const std::string& path);
 
 // Pushes what the journal at `path` holds to the collector its header names
 // (credentials from this process's environment), closing the worker as the
@@ -22,7 +30,9 @@ std::vector<std::string> LeftoverJournals(const std::string& dir);
 // within the writer's give-up time leaves the file for the next agent; one
 // that refuses the data (an error that is the data's own doing) has the file
 // renamed to PATH.failed, so it is not retried at every start. Logs what it did.
-void ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds);
+// False when the file was kept for the next agent (the writer's later
+// journals then wait too).
+bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds);
 
 }  // namespace agent
 }  // namespace tensorkeep

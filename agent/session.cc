@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/handover.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
@@ -25,9 +26,8 @@ namespace {
 constexpr int kPublishIntervalMs = 20;
 // File descriptors one message may carry (more is a violation).
 constexpr size_t kMaxFds = 2;
-// A writer that never reaches the collector is given up after this long at
-// most, even when its client asked to retry forever.
-constexpr double kMaxConnectSeconds = 1e8;
+// An orphan checks this often whether the agent stops.
+constexpr double kOrphanSliceSeconds = 0.5;
 // While entries wait in the journal: how often the session offers them to
 // the writer when the client is quiet, and how long one offer may last.
 constexpr int kDrainIntervalMs = 2;
@@ -94,12 +94,19 @@ absl::Status Violation(absl::string_view what) {
 }  // namespace
 
 Session::Session(int fd, uint64_t id, AgentBudget* budget, double linger_seconds,
-                 const JournalSettings* journal)
+                 const JournalSettings* journal, const std::atomic<bool>* stopping,
+                 std::atomic<size_t>* orphans)
     : fd_(fd),
       id_(id),
       budget_(budget),
       linger_seconds_(linger_seconds),
-      journal_settings_(journal) {}
+      journal_settings_(journal),
+      stopping_(stopping),
+      orphans_(orphans) {}
+
+bool Session::Journaling() const {
+  return journal_settings_ != nullptr && journal_settings_->space != nullptr;
+}
 
 Session::~Session() { close(fd_); }
 
@@ -203,13 +210,9 @@ absl::Status Session::Handle(Message* message) {
       }
       return absl::OkStatus();
     case kFlush: {
-      if (error_.ok()) Drain(true);
-      if (error_.ok()) {
-        const absl::Status s = writer_->Flush();
-        if (!s.ok()) SetError(s);
-      }
+      const absl::Status s = WaitDurable(After(client_retry_timeout_), nullptr);
       PublishState();
-      Reply(value, error_);
+      Reply(value, absl::IsDeadlineExceeded(s) ? NotYetDurable("flush") : s);
       return absl::OkStatus();
     }
     case kClose: {
@@ -220,16 +223,18 @@ absl::Status Session::Handle(Message* message) {
         entry.end_of_training = arg != 0;
         if (journal_->Append(entry).ok()) (void)journal_->Sync();
       }
-      if (error_.ok()) Drain(true);
-      if (error_.ok()) {
-        const absl::Status s = writer_->Close(arg != 0);
-        if (!s.ok()) SetError(s);
-      }
+      const bool end_of_training = arg != 0;
+      const absl::Status s = WaitDurable(After(client_retry_timeout_), &end_of_training);
       closed_ = true;
       PublishState();
+      if (absl::IsDeadlineExceeded(s)) {
+        Reply(value, NotYetDurable("close"));
+        Orphan(end_of_training);
+        return absl::OkStatus();
+      }
       writer_.reset();
       reservation_.Release();  // before the reply: the client may open another writer
-      Reply(value, error_);
+      Reply(value, s);
       return absl::OkStatus();
     }
     case kSync:
@@ -318,10 +323,13 @@ absl::Status Session::HandleOpen(Message* message) {
   options_.max_buffered_bytes = max_queue_bytes;
   // Below gRPC's default 4 MiB receive limit, as the Python writer's batches.
   options_.chunk_bytes = (4u << 20) - (64u << 10);
-  options_.retry_timeout_seconds = retry_timeout;
+  // With a journal the writer never gives up: what it cannot push waits in
+  // the journal, and the client's retry_timeout bounds its Flush and Close.
+  client_retry_timeout_ = retry_timeout;
+  options_.retry_timeout_seconds =
+      Journaling() ? std::numeric_limits<double>::infinity() : retry_timeout;
   // A step's tensors go as one message (--linger-ms).
   options_.linger_seconds = linger_seconds_;
-  connect_timeout_seconds_ = std::min(retry_timeout, kMaxConnectSeconds);
   max_stall_seconds_ = max_stall;
   opened_ = true;
   spdlog::info("{}: opened (collector {}, ring {} MiB, max stall {} s)", Name(), options_.server,
@@ -333,17 +341,153 @@ absl::Status Session::HandleOpen(Message* message) {
 void Session::EnsureWriter() {
   if (writer_tried_) return;
   writer_tried_ = true;
-  auto writer = client::Writer::Open(options_, connect_timeout_seconds_);
+  // In the background: finding a cluster's owner asks collectors, which may
+  // be down; the writer then connects on its own thread.
+  opening_ = std::async(std::launch::async, [options = options_] {
+    return client::Writer::OpenInBackground(options);
+  });
+}
+
+bool Session::WriterReady(Clock::time_point deadline) {
+  if (writer_ != nullptr) return true;
+  if (!opening_.valid()) return false;
+  if (deadline == Clock::time_point::max()) {
+    opening_.wait();
+  } else if (opening_.wait_until(deadline) != std::future_status::ready) {
+    return false;
+  }
+  auto writer = opening_.get();
   if (!writer.ok()) {
-    const absl::Status& s = writer.status();
-    SetError(s.code() == absl::StatusCode::kUnavailable
-                 ? absl::UnavailableError(absl::StrCat("gave up reconnecting after ",
-                                                       options_.retry_timeout_seconds,
-                                                       " s (retry_timeout): ", s.message()))
-                 : s);
-    return;
+    SetError(KeepJournal(writer.status()));
+    return false;
   }
   writer_ = std::move(*writer);
+  return true;
+}
+
+absl::Status Session::WaitDurable(Clock::time_point deadline, const bool* end_of_training) {
+  if (!error_.ok()) return error_;
+  if (!WriterReady(deadline)) {
+    return error_.ok() ? absl::DeadlineExceededError("the writer is not open yet") : error_;
+  }
+  Drain(true, deadline);
+  if (!error_.ok()) return error_;
+  if (journal_ != nullptr) return absl::DeadlineExceededError("the journal is not durable yet");
+  absl::Status s;
+  if (end_of_training == nullptr) {
+    const absl::StatusOr<uint64_t> ticket = writer_->RequestFlush();
+    s = ticket.ok() ? writer_->WaitFlushed(*ticket, deadline) : ticket.status();
+  } else {
+    s = writer_->CloseUntil(*end_of_training, deadline);
+  }
+  if (absl::IsDeadlineExceeded(s)) return s;
+  if (!s.ok()) SetError(s);
+  return error_;
+}
+
+absl::Status Session::NotYetDurable(absl::string_view what) const {
+  std::string held = writer_ != nullptr ? writer_->Unsaved() : "";
+  if (journal_ != nullptr) {
+    absl::StrAppend(&held, held.empty() ? "" : ", and ", "what waits in the journal ",
+                    journal_->path());
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "the ", what, " waited ", client_retry_timeout_, " s (retry_timeout) for the collector at ",
+      options_.server, ": not yet durable: ", held.empty() ? "nothing" : held,
+      "; tensorkeep-agent keeps it and pushes it once the collector takes data again"));
+}
+
+void Session::Orphan(bool end_of_training) {
+  if (orphans_ != nullptr) orphans_->fetch_add(1);
+  spdlog::warn(
+      "{}: its training process is gone with data not yet durable on the collector; pushing on "
+      "while the agent runs",
+      Name());
+  for (;;) {
+    const absl::Status s = WaitDurable(After(kOrphanSliceSeconds), &end_of_training);
+    PublishState();
+    if (s.ok()) {
+      spdlog::info("{}: everything its training process handed over is durable; closed", Name());
+      break;
+    }
+    if (!absl::IsDeadlineExceeded(s)) {
+      spdlog::error("{}: {}", Name(), std::string(s.message()));
+      break;
+    }
+    if (stopping_ != nullptr && stopping_->load()) {
+      JournalHeld();
+      break;
+    }
+  }
+  writer_.reset();
+  reservation_.Release();
+  if (orphans_ != nullptr) orphans_->fetch_sub(1);
+}
+
+void Session::JournalHeld() {
+  std::vector<client::UnsavedItem> items;
+  if (writer_ != nullptr) items = writer_->Abandon();
+  writer_.reset();
+  const bool journaled_close = journal_ != nullptr;  // the journal holds the close, if any
+  std::string kept;
+  if (journal_ != nullptr) {
+    (void)journal_->Sync();
+    kept = journal_->path();
+  }
+  size_t count = 0;
+  for (const auto& item : items) count += !(item.kind == client::UnsavedItem::kClose && journaled_close);
+  if (count > 0 && Journaling()) {
+    // Replayed before the journal (names sort so): the writer's items are
+    // older than what waits in the journal.
+    const std::string name =
+        journal_ != nullptr ? absl::StrCat(journal_name_, "-a") : NextJournalName();
+    Journal::Header header{options_.server, options_.trial, options_.worker, options_.num_workers,
+                           options_.attempt};
+    auto journal = Journal::Create(journal_settings_->dir, name, header, journal_settings_->space);
+    absl::Status s = journal.status();
+    for (auto& item : items) {
+      if (!s.ok()) break;
+      Journal::Entry entry;
+      if (item.kind == client::UnsavedItem::kRecord) {
+        entry.record = std::move(item.record);
+      } else if (item.kind == client::UnsavedItem::kEndStep) {
+        entry.kind = Journal::Entry::kEndStep;
+        entry.step = item.step;
+      } else if (!journaled_close) {
+        entry.kind = Journal::Entry::kClose;
+        entry.end_of_training = item.end_of_training;
+      } else {
+        continue;
+      }
+      s = (*journal)->Append(entry);
+    }
+    if (s.ok()) s = (*journal)->Sync();
+    if (s.ok()) {
+      spdlog::warn("{}: the agent stops with {} entries not yet durable: journaled to {}{}; pushed "
+                   "when tensorkeep-agent next starts",
+                   Name(), count, (*journal)->path(),
+                   kept.empty() ? "" : absl::StrCat(", before journal ", kept));
+    } else {
+      spdlog::error("{}: the agent stops, and {} entries not yet durable could not be journaled: "
+                    "{}; LOST",
+                    Name(), count, std::string(s.message()));
+    }
+  } else if (count > 0) {
+    spdlog::error("{}: the agent stops, and {} entries not yet durable are LOST (no journal)",
+                  Name(), count);
+  }
+  if (!kept.empty()) {
+    spdlog::warn("{}: journal {} is kept and pushed when tensorkeep-agent next starts", Name(),
+                 kept);
+    journal_.reset();
+    drain_entry_.reset();
+  }
+}
+
+std::string Session::NextJournalName() {
+  // Zero-padded: names of one session sort in the order they were made.
+  return absl::StrCat(FileSafe(options_.trial), ".", FileSafe(options_.worker), ".",
+                      absl::StrFormat("%07d-%06d-%06d", getpid(), id_, ++journals_));
 }
 
 absl::Status Session::HandleBatch(Message* message) {
@@ -439,12 +583,16 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
 void Session::Put(Journal::Entry entry) {
   if (journal_ == nullptr) {
     const auto deadline = After(max_stall_seconds_);
-    const absl::Status s = entry.kind == Journal::Entry::kRecord
-                               ? writer_->TryWrite(&entry.record, deadline)
-                               : writer_->TryEndStep(entry.step, deadline);
-    if (s.ok()) return;
-    if (!absl::IsDeadlineExceeded(s)) {
-      SetError(s);
+    if (WriterReady(deadline)) {
+      const absl::Status s = entry.kind == Journal::Entry::kRecord
+                                 ? writer_->TryWrite(&entry.record, deadline)
+                                 : writer_->TryEndStep(entry.step, deadline);
+      if (s.ok()) return;
+      if (!absl::IsDeadlineExceeded(s)) {
+        SetError(s);
+        return;
+      }
+    } else if (!error_.ok()) {
       return;
     }
   }
@@ -459,16 +607,14 @@ void Session::Spill(Journal::Entry entry) {
     }
     Journal::Header header{options_.server, options_.trial, options_.worker, options_.num_workers,
                            options_.attempt};
-    auto journal = Journal::Create(
-        journal_settings_->dir,
-        absl::StrCat(FileSafe(options_.trial), ".", FileSafe(options_.worker), ".", getpid(), "-",
-                     id_, "-", ++journals_),
-        header, journal_settings_->space);
+    const std::string name = NextJournalName();
+    auto journal = Journal::Create(journal_settings_->dir, name, header, journal_settings_->space);
     if (!journal.ok()) {
       Drop(entry, journal.status());
       return;
     }
     journal_ = std::move(*journal);
+    journal_name_ = name;
     drain_ticket_ = 0;
     spdlog::warn(
         "{}: the collector took nothing for {} s (max_stall_seconds; it is unreachable or "
@@ -504,11 +650,12 @@ void Session::Drop(const Journal::Entry& entry, const absl::Status& why) {
   }
 }
 
-void Session::Drain(bool blocking) {
-  if (journal_ == nullptr || writer_ == nullptr || !error_.ok()) return;
+void Session::Drain(bool blocking, Clock::time_point until) {
+  if (journal_ == nullptr || !error_.ok()) return;
   const auto start = Clock::now();
   // Not blocking: room now or not at all.
-  const auto deadline = blocking ? Clock::time_point::max() : start;
+  const auto deadline = blocking ? until : start;
+  if (!WriterReady(deadline)) return;
   for (;;) {
     if (!drain_entry_.has_value()) {
       if (journal_->AllRead()) break;
@@ -545,7 +692,8 @@ void Session::Drain(bool blocking) {
     drain_ticket_ = *ticket;
   }
   if (blocking) {
-    const absl::Status s = writer_->WaitFlushed(drain_ticket_, Clock::time_point::max());
+    const absl::Status s = writer_->WaitFlushed(drain_ticket_, deadline);
+    if (absl::IsDeadlineExceeded(s)) return;
     if (!s.ok()) {
       SetError(KeepJournal(s));
       return;
@@ -664,15 +812,7 @@ void Session::Finish() {
       "over and closing the worker as not finished",
       Name());
   EnsureWriter();
-  if (error_.ok()) Drain(true);
-  if (error_.ok() && writer_ != nullptr) {
-    const absl::Status s = writer_->Close(false);
-    if (!s.ok()) {
-      spdlog::error("{}: closing after the training process went away: {}", Name(),
-                    std::string(s.message()));
-    }
-  }
-  writer_.reset();
+  Orphan(false);
 }
 
 }  // namespace agent

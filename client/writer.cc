@@ -77,8 +77,7 @@ std::string StepRanges(const std::set<uint64_t>& steps, size_t max_ranges = 8) {
 
 Writer::Writer(const WriterOptions& options) : options_(options) {}
 
-absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& options,
-                                                     double connect_timeout_seconds) {
+absl::StatusOr<std::unique_ptr<Writer>> Writer::Create(const WriterOptions& options) {
   if (options.trial.empty()) return absl::InvalidArgumentError("Writer needs a trial name");
   if (options.worker.empty()) return absl::InvalidArgumentError("Writer needs a worker name");
   if (options.num_workers < 1) return absl::InvalidArgumentError("num_workers must be >= 1");
@@ -90,6 +89,12 @@ absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& option
   // A cluster: the collector that holds the trial, else its owner.
   TK_ASSIGN_OR_RETURN(w->connection_, ConnectForTrial(options.server, options.trial,
                                                       options.security, Cluster::Purpose::kWrite));
+  return w;
+}
+
+absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& options,
+                                                     double connect_timeout_seconds) {
+  TK_ASSIGN_OR_RETURN(std::unique_ptr<Writer> w, Create(options));
   const auto deadline =
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_seconds * 1000));
@@ -98,6 +103,12 @@ absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& option
                                                w->connection_->address(), " within ",
                                                connect_timeout_seconds, " s"));
   }
+  w->runner_ = std::thread([p = w.get()] { p->Run(); });
+  return w;
+}
+
+absl::StatusOr<std::unique_ptr<Writer>> Writer::OpenInBackground(const WriterOptions& options) {
+  TK_ASSIGN_OR_RETURN(std::unique_ptr<Writer> w, Create(options));
   w->runner_ = std::thread([p = w.get()] { p->Run(); });
   return w;
 }
@@ -131,6 +142,78 @@ Writer::~Writer() {
 std::string Writer::StopReason() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stop_reason_;
+}
+
+std::string Writer::Unsaved() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return UnsavedLocked();
+}
+
+std::vector<UnsavedItem> Writer::Abandon() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abandoned_ = true;
+    if (error_.ok()) error_ = absl::CancelledError("writer abandoned");
+    if (context_ != nullptr) context_->TryCancel();
+  }
+  cv_.notify_all();
+  if (runner_.joinable()) runner_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<UnsavedItem> out;
+  // Built messages first (a chunked record and its Chunk messages are
+  // adjacent, and the acknowledgements release them together), then the queue.
+  for (const auto& m : pending_) {
+    if (m->is_chunk) {
+      if (!out.empty() && out.back().kind == UnsavedItem::kRecord) {
+        out.back().record.mutable_data()->append(m->request.chunk().data());
+      }
+      continue;
+    }
+    switch (m->kind) {
+      case Item::kRecord:
+        for (const auto& r : m->request.records().records()) {
+          UnsavedItem u;
+          u.record = r;
+          out.push_back(std::move(u));
+        }
+        break;
+      case Item::kEndStep: {
+        UnsavedItem u;
+        u.kind = UnsavedItem::kEndStep;
+        u.step = m->request.end_step().step();
+        out.push_back(std::move(u));
+        break;
+      }
+      case Item::kClose: {
+        UnsavedItem u;
+        u.kind = UnsavedItem::kClose;
+        u.end_of_training = m->request.close().end_of_training();
+        out.push_back(std::move(u));
+        break;
+      }
+      case Item::kFlush:
+        break;
+    }
+  }
+  for (const Item& item : queue_) {
+    UnsavedItem u;
+    if (item.kind == Item::kRecord) {
+      u.record = item.record;
+    } else if (item.kind == Item::kEndStep) {
+      u.kind = UnsavedItem::kEndStep;
+      u.step = item.step;
+    } else if (item.kind == Item::kClose) {
+      u.kind = UnsavedItem::kClose;
+      u.end_of_training = item.end_of_training;
+    } else {
+      continue;
+    }
+    out.push_back(std::move(u));
+  }
+  pending_.clear();
+  queue_.clear();
+  buffered_bytes_ = 0;
+  return out;
 }
 
 std::string Writer::UnsavedLocked() const {
@@ -340,9 +423,16 @@ absl::Status Writer::Close(bool end_of_training) {
 }
 
 absl::Status Writer::CloseUntil(bool end_of_training, Clock::time_point deadline) {
-  Item item{Item::kClose};
-  item.end_of_training = end_of_training;
-  TK_RETURN_IF_ERROR(Enqueue(std::move(item)));
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued = close_queued_;
+  }
+  if (!queued) {
+    Item item{Item::kClose};
+    item.end_of_training = end_of_training;
+    TK_RETURN_IF_ERROR(Enqueue(std::move(item)));
+  }
   absl::Status s;
   {
     std::unique_lock<std::mutex> lock(mu_);

@@ -90,12 +90,27 @@ struct WriterOptions {
   double backoff_max_seconds = kReconnectBackoffMaxSeconds;
 };
 
+// What a writer held that the collector had not acknowledged, in the order
+// written (Writer::Abandon): a record (its value whole), an end of step, or
+// the close.
+struct UnsavedItem {
+  enum Kind { kRecord, kEndStep, kClose } kind = kRecord;
+  v1::TensorRecord record;  // kRecord
+  uint64_t step = 0;        // kEndStep
+  bool end_of_training = false;  // kClose
+};
+
 class Writer {
  public:
   // Connects and opens the Push stream. Fails when the collector cannot be
   // reached within `connect_timeout_seconds`.
   static absl::StatusOr<std::unique_ptr<Writer>> Open(const WriterOptions& options,
                                                       double connect_timeout_seconds = 10);
+  // As Open, but does not wait for the collector: the stream thread connects
+  // in the background, reconnecting as after a dropped stream (the
+  // retry_timeout_seconds count from now), and Write() queues meanwhile.
+  // Fails only for bad options (or a cluster whose owner cannot be told).
+  static absl::StatusOr<std::unique_ptr<Writer>> OpenInBackground(const WriterOptions& options);
   // Closes without end-of-training if Close() was not called, waiting at most
   // kExitCloseSeconds for what was queued to be acknowledged (a warning
   // names what was not saved).
@@ -130,6 +145,18 @@ class Writer {
   // Flushes and closes the stream; end_of_training says this worker will not
   // write to the trial again.
   absl::Status Close(bool end_of_training);
+  // Close that waits for the collector's acknowledgement only until
+  // `deadline` (DeadlineExceeded, the close still queued); called again, it
+  // waits again for the close queued the first time.
+  absl::Status CloseUntil(bool end_of_training, std::chrono::steady_clock::time_point deadline);
+  // Stops the writer without closing its stream and returns everything the
+  // collector had not acknowledged, in order (for a caller that keeps it
+  // elsewhere, e.g. tensorkeep-agent's journal when it stops during an
+  // outage). Every later call fails; the destructor waits for nothing.
+  std::vector<UnsavedItem> Abandon();
+  // "N tensors at steps ... ('a', ...), and the end of step S" of what the
+  // collector has not acknowledged; empty when everything is durable.
+  std::string Unsaved() const;
 
   // A rule with action "stop" fired for this trial (seen in acks).
   bool StopRequested() const { return stop_requested_.load(); }
@@ -172,7 +199,8 @@ class Writer {
                             uint64_t* ticket);
   absl::Status WaitFor(std::unique_lock<std::mutex>& lock, const std::function<bool()>& done,
                        std::chrono::steady_clock::time_point deadline);
-  absl::Status CloseUntil(bool end_of_training, std::chrono::steady_clock::time_point deadline);
+  // Validates the options and finds the collector (Open, OpenInBackground).
+  static absl::StatusOr<std::unique_ptr<Writer>> Create(const WriterOptions& options);
   // The stream thread: opens streams, sends, reconnects.
   void Run();
   // Sends Open, the unacknowledged messages and new ones on stream `gen`

@@ -1,7 +1,9 @@
 // The agent's journal (agent/journal.h): entries read back in order, a torn
 // tail (a frame cut short, or one whose checksum does not match) is discarded
-// and truncated, never misread, and the space limit refuses an append.
+// and truncated, never misread, and the space limit refuses an append. The
+// leftover journals of one writer are found in the order they were made.
 #include "agent/journal.h"
+#include "agent/journal_replay.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,6 +11,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -162,6 +165,32 @@ TEST_F(JournalTest, TheSpaceLimitRefusesAnAppend) {
   EXPECT_TRUE((*j)->Append(EndStep(0)).ok());  // a small entry still fits
   EXPECT_EQ((*j)->entries(), 2u);
   EXPECT_LE(space.used(), space.limit());
+}
+
+// One writer's journals replay one after another in name order, so the names
+// must sort in the order the session made them: the writer's in-memory items
+// a stopping agent journals (-N-a) before journal N, journal 9 before 10, and
+// sessions and agents by number.
+TEST_F(JournalTest, LeftoverJournalsOfAWriterSortInTheOrderTheyWereMade) {
+  const std::vector<std::string> made = {
+      "run.worker_0.0000999-000002-000009-a", "run.worker_0.0000999-000002-000009",
+      "run.worker_0.0000999-000002-000010",   "run.worker_0.0000999-000011-000001",
+      "run.worker_0.0001000-000001-000001",
+  };
+  for (const auto& name : made) {
+    const int fd = open(absl::StrCat(dir_, "/", name, Journal::kSuffix).c_str(),
+                        O_CREAT | O_WRONLY, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  }
+  const std::vector<std::string> found = LeftoverJournals(dir_);
+  ASSERT_EQ(found.size(), made.size());
+  for (size_t i = 0; i < made.size(); ++i) {
+    EXPECT_EQ(found[i], absl::StrCat(dir_, "/", made[i], Journal::kSuffix));
+    EXPECT_EQ(JournalWriterKey(found[i]), "run.worker_0");
+  }
+  EXPECT_NE(JournalWriterKey(absl::StrCat(dir_, "/run.worker_1.0000999-000002-000009.tkj")),
+            JournalWriterKey(found[0]));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tensorkeep import Writer, _agent, _handover
+from tensorkeep.exceptions import CollectorUnavailable
 from tensorkeep.trials import create_trial
 
 MAX_STALL = 0.4
@@ -165,3 +166,108 @@ def test_agent_killed_with_a_journal_the_next_agent_pushes_it(server, trial_url,
     # held only in memory (its push buffer, before it journaled) is the
     # documented loss of killing an agent during an outage.
     check_trial(trial_url, list(range(5)) + list(range(first_journaled, step)))
+
+
+def test_collector_down_when_training_starts_the_first_step_is_bounded(server, trial_url):
+    # The agent opens its writer in the background: a collector that is down
+    # when training starts costs the first steps max_stall_seconds, as an
+    # outage later does, not the writer's whole connect timeout.
+    server.kill()
+    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=MAX_STALL, retry_timeout=60)
+    steps = [train_step(w, s) for s in range(30)]
+    assert w.journaling and w.journaled_bytes > 0, "the collector is down: the agent must journal"
+    server.start(port=server.port)
+    for s in range(30, 40):
+        steps.append(train_step(w, s))
+    w.close(end_of_training=True)
+    print(f"collector down at start: longest step {max(steps) * 1e3:.0f} ms (max_stall_seconds={MAX_STALL})")
+    assert max(steps) < MAX_STALL + SLACK, f"a step blocked {max(steps):.2f} s"
+    assert w.dropped_records == 0
+    check_trial(trial_url, list(range(40)))
+
+
+def _own_agent(tmp_path, monkeypatch, log):
+    sock = str(tmp_path / "agent" / "a.sock")
+    os.makedirs(os.path.dirname(sock), mode=0o700)
+    journal_dir = str(tmp_path / "journal")
+    monkeypatch.setenv(_agent.SOCKET_ENV, sock)
+    return sock, journal_dir, _start_agent(sock, journal_dir, log)
+
+
+def _stop(agents):
+    for p in agents:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_closed_during_an_outage_the_agent_pushes_it_after_the_process_is_gone(
+    server, trial_url, tmp_path, monkeypatch
+):
+    agents = []
+    with open(tmp_path / "agent.log", "ab") as log:
+        try:
+            sock, journal_dir, agent = _own_agent(tmp_path, monkeypatch, log)
+            agents.append(agent)
+            w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=1)
+            for s in range(5):
+                train_step(w, s)
+            w.flush()
+            server.kill()
+            for s in range(5, 30):  # some in the agent's memory, the rest journaled
+                train_step(w, s)
+            assert w.journaling
+            start = time.monotonic()
+            with pytest.raises(CollectorUnavailable) as e:
+                w.close(end_of_training=True)
+            assert time.monotonic() - start < 1 + SLACK
+            assert "not yet durable" in str(e.value) and "keeps it" in str(e.value), str(e.value)
+            # The training process is done; the agent goes on alone.
+            server.start(port=server.port)
+            wait_until(
+                "the orphan's data pushed and its worker closed",
+                lambda: create_trial(trial_url).worker_states()["worker_0"].state.name == "CLOSED",
+                60,
+            )
+            assert not glob.glob(os.path.join(journal_dir, "*.tkj")), "a journal left behind"
+        finally:
+            _stop(agents)
+    check_trial(trial_url, list(range(30)))
+
+
+def test_an_agent_stopped_during_an_outage_journals_what_it_held_in_memory(
+    server, trial_url, tmp_path, monkeypatch
+):
+    agents = []
+    with open(tmp_path / "agent.log", "ab") as log:
+        try:
+            sock, journal_dir, agent = _own_agent(tmp_path, monkeypatch, log)
+            agents.append(agent)
+            # max_stall 5 s: nothing is journaled, all of it waits in the
+            # agent's memory when the process closes.
+            w = Writer(trial_url, retry_timeout=1)
+            for s in range(3):
+                train_step(w, s)
+            w.flush()
+            server.kill()
+            for s in range(3, 12):
+                train_step(w, s)
+            with pytest.raises(CollectorUnavailable):
+                w.close(end_of_training=True)
+            assert w.journaled_bytes == 0
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(30)
+            left = glob.glob(os.path.join(journal_dir, "*.tkj"))
+            assert len(left) == 1 and os.path.getsize(left[0]) > 9 * len(NAMES) * (64 << 10), left
+            server.start(port=server.port)
+            agents.append(_start_agent(sock, journal_dir, log))
+            wait_until("the journal pushed", lambda: not glob.glob(os.path.join(journal_dir, "*.tkj")), 30)
+            assert not glob.glob(os.path.join(journal_dir, "*.failed"))
+            assert create_trial(trial_url).worker_states()["worker_0"].state.name == "CLOSED"
+        finally:
+            _stop(agents)
+    check_trial(trial_url, list(range(12)))

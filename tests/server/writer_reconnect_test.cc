@@ -4,7 +4,8 @@
 // then reads every value back (each step and tensor exactly once, with the
 // value the test generated). And the give-up case: a collector that never
 // comes back fails Flush/Close within the bounded time, naming what was not
-// saved.
+// saved. A writer opened before its collector starts, and one abandoned
+// during an outage (what it hands back is what was not acknowledged).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -245,6 +246,100 @@ TEST_F(WriterReconnectTest, GivesUpWithinTheRetryTimeoutNamingWhatWasNotSaved) {
   // Close and later writes give the same error at once.
   EXPECT_EQ(w->Close(true), flushed);
   EXPECT_EQ(w->Write(Float32Record("later", 20, 16, 1)), flushed);
+}
+
+// Writer::OpenInBackground (tensorkeep-agent's writers, issue 13): the
+// collector is not there yet; writes are queued, the stream thread connects
+// once it starts, and everything arrives once, in order.
+TEST_F(WriterReconnectTest, OpenedInBackgroundBeforeTheCollectorStarts) {
+  client::WriterOptions o = Options("later");
+  o.retry_timeout_seconds = 60;
+  o.max_buffered_bytes = 64 << 20;  // all steps fit while no collector listens
+  auto opened = client::Writer::OpenInBackground(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<client::Writer> w = std::move(*opened);
+  for (int s = 0; s < kSteps / 2; ++s) {
+    for (auto& r : StepRecords(s)) ASSERT_TRUE(w->Write(std::move(r)).ok());
+    ASSERT_TRUE(w->EndStep(s).ok());
+  }
+  EXPECT_EQ(w->CommittedThrough(), -1);
+  StartServer();
+  for (int s = kSteps / 2; s < kSteps; ++s) {
+    for (auto& r : StepRecords(s)) ASSERT_TRUE(w->Write(std::move(r)).ok());
+    ASSERT_TRUE(w->EndStep(s).ok());
+  }
+  absl::Status closed = w->Close(true);
+  ASSERT_TRUE(closed.ok()) << closed;
+  Verify(Address(), "later");
+}
+
+// Writer::Abandon hands back everything the collector did not acknowledge,
+// in the order written, chunked values whole (tensorkeep-agent journals it
+// when it stops during an outage); pushing that with another writer once the
+// collector is back loses and duplicates nothing.
+TEST_F(WriterReconnectTest, AbandonReturnsWhatWasNotAcknowledgedInOrder) {
+  StartServer();
+  client::WriterOptions o = Options("abandoned");
+  o.retry_timeout_seconds = 60;
+  o.max_buffered_bytes = 64 << 20;
+  auto opened = client::Writer::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<client::Writer> w = std::move(*opened);
+  const int acked = 100;
+  for (int s = 0; s < acked; ++s) {
+    for (auto& r : StepRecords(s)) ASSERT_TRUE(w->Write(std::move(r)).ok());
+    ASSERT_TRUE(w->EndStep(s).ok());
+  }
+  ASSERT_TRUE(w->Flush().ok());
+  Stop(SIGKILL);
+  for (int s = acked; s < kSteps; ++s) {
+    for (auto& r : StepRecords(s)) ASSERT_TRUE(w->Write(std::move(r)).ok());
+    ASSERT_TRUE(w->EndStep(s).ok());
+  }
+  // Let the stream thread build (and try to send) some of it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<client::UnsavedItem> items = w->Abandon();
+  EXPECT_FALSE(w->Write(Float32Record("late", kSteps, 4, 1)).ok());
+  w.reset();
+  // The records in order, each once, with its whole value; each step's end
+  // after its records (ends of steps may be coalesced: at most one a step).
+  std::vector<std::pair<std::string, uint64_t>> want, got;
+  for (int s = acked; s < kSteps; ++s) {
+    for (const auto& r : StepRecords(s)) want.emplace_back(r.name(), r.step());
+  }
+  int64_t ended = acked - 1;
+  int wrong_values = 0, out_of_order = 0;
+  for (const auto& item : items) {
+    if (item.kind == client::UnsavedItem::kRecord) {
+      got.emplace_back(item.record.name(), item.record.step());
+      if (static_cast<int64_t>(item.record.step()) <= ended) ++out_of_order;
+      bool found = false;
+      for (const auto& r : StepRecords(item.record.step())) {
+        if (r.name() == item.record.name()) found = r.data() == item.record.data();
+      }
+      if (!found) ++wrong_values;
+    } else if (item.kind == client::UnsavedItem::kEndStep) {
+      if (static_cast<int64_t>(item.step) <= ended) ++out_of_order;
+      ended = item.step;
+    }
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(wrong_values, 0);
+  EXPECT_EQ(out_of_order, 0);
+  EXPECT_EQ(ended, kSteps - 1);
+  // Pushed by another writer, the trial is whole.
+  StartServer();
+  auto again = client::Writer::Open(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (auto& item : items) {
+    if (item.kind == client::UnsavedItem::kRecord) {
+      ASSERT_TRUE((*again)->Write(std::move(item.record)).ok());
+    } else if (item.kind == client::UnsavedItem::kEndStep) {
+      ASSERT_TRUE((*again)->EndStep(item.step).ok());
+    }
+  }
+  ASSERT_TRUE((*again)->Close(true).ok());
+  Verify(Address(), "abandoned");
 }
 
 

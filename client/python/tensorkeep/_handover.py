@@ -264,6 +264,13 @@ class AgentStream:
     # Caller side
     # ------------------------------------------------------------------
 
+    def _failed(self) -> bool:
+        """The agent marked the writer failed (for good)."""
+        try:
+            return bool(_U32.unpack_from(self._mm, _FLAGS)[0] & _FAILED)
+        except ValueError:  # the ring is unmapped: the writer ended
+            return True
+
     def _check_usable(self) -> None:
         if self._error is not None:
             raise self._error
@@ -452,7 +459,11 @@ class AgentStream:
                 if got != rid:
                     continue  # the reply of a request that timed out
                 if err is not None:
-                    if self._error is None:
+                    # Kept (every later call raises it) once the agent marked
+                    # the writer failed; a Flush or Close that only ran out of
+                    # retry_timeout (the collector away, what was handed over
+                    # kept by the agent) leaves the writer usable.
+                    if self._error is None and self._failed():
                         self._error = err
                     raise err
                 return

@@ -110,9 +110,15 @@ class Writer:
             complete once every expected worker committed it.
         max_queue_bytes: bytes buffered (enqueued or unacknowledged) before
             ``write_tensor`` blocks.
-        retry_timeout: seconds to keep retrying a lost connection before the
-            writer fails, naming what was not saved (None: retry forever; the
-            default is RECONNECT_GIVE_UP_SECONDS of proto/limits.proto, 300).
+        retry_timeout: the longest ``flush()`` and ``close()`` wait for a
+            collector that is away (None: forever; the default is
+            RECONNECT_GIVE_UP_SECONDS of proto/limits.proto, 300). Past it they
+            raise CollectorUnavailable naming what is not yet durable; the
+            node's agent keeps that (in memory and in its journal), keeps
+            reconnecting and pushes it once the collector is back, and the
+            writer stays usable: saving never stops for an outage. (An agent
+            with no journal gives up after retry_timeout instead, and the
+            writer fails naming what was not saved.)
         server: ``HOST:PORT`` of the collector for a bare trial name, or a
             cluster's ``HOST:PORT,HOST:PORT,...`` (overrides
             ``TENSORKEEP_SERVERS`` and ``TENSORKEEP_SERVER``). With a cluster
@@ -286,8 +292,10 @@ class Writer:
         """Returns once everything written so far is durable on the collector,
         including what the agent journaled while the collector was away.
 
-        Raises WaitTimeout after ``timeout`` seconds, and the writer's error if it
-        failed for good.
+        Raises WaitTimeout after ``timeout`` seconds, CollectorUnavailable after
+        ``retry_timeout`` with the collector away (naming what is not yet
+        durable; the agent keeps it and the writer stays usable), and the
+        writer's error if it failed for good.
         """
         self._stream.flush(timeout)
 
@@ -334,7 +342,11 @@ class Writer:
         ``end_of_training`` says this worker will write no more to the trial; the
         trial ends once every expected worker closed so. Blocks until the
         collector acknowledged the close (at most ``timeout`` seconds: WaitTimeout).
-        Raises the writer's error if it failed for good (unsent data was lost).
+        With the collector away for ``retry_timeout``, raises CollectorUnavailable
+        naming what is not yet durable: the node's agent goes on pushing it after
+        this process exits (until the agent stops, which journals it for the
+        next agent). Raises the writer's error if it failed for good (unsent
+        data was lost).
         Calling close() again does nothing.
         """
         self._stream.close(end_of_training, timeout)
