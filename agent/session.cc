@@ -569,7 +569,7 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
   entry.record = std::move(record);
   const bool direct = journal_ == nullptr;
   Put(std::move(entry));
-  if (own_fd && direct && journal_ == nullptr && error_.ok()) {
+  if (own_fd && direct && journal_ == nullptr && error_.ok() && writer_ != nullptr) {
     // Its memory is held only until durable, or for as long as a step may
     // wait (the writer holds it after that, outside the budget).
     auto ticket = writer_->RequestFlush();

@@ -286,9 +286,14 @@ def _dead_port():
     return port
 
 
-def test_no_collector_listens_flush_and_close_raise_past_retry_timeout():
+def test_no_collector_listens_flush_and_close_raise_past_retry_timeout(tmp_path, monkeypatch):
+    from tensorkeep import _agent
     from tensorkeep.exceptions import CollectorUnavailable
 
+    # An agent of its own: the closed writer's data stays with it (an orphan,
+    # then its journal once it exits idle), never replayed by the agent the
+    # other tests share.
+    monkeypatch.setenv(_agent.SOCKET_ENV, str(tmp_path / "agent" / "agent.sock"))
     w = Writer(f"tensorkeep://127.0.0.1:{_dead_port()}/t", retry_timeout=0.3)
     w.write_tensor("x", np.zeros(3, np.float32), step=0)  # accepted: the queue has room
     with pytest.raises(CollectorUnavailable) as e:
