@@ -119,49 +119,71 @@ def _start_agent(sock, journal_dir, log):
     return p
 
 
-def test_agent_killed_with_a_journal_the_next_agent_pushes_it(server, trial_url, tmp_path, monkeypatch):
-    sock = str(tmp_path / "agent" / "a.sock")
-    os.makedirs(os.path.dirname(sock), mode=0o700)
-    journal_dir = str(tmp_path / "journal")
-    monkeypatch.setenv(_agent.SOCKET_ENV, sock)
-    agents = []
-    with open(tmp_path / "agent.log", "ab") as log:
-        try:
-            agents.append(_start_agent(sock, journal_dir, log))
-            w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=60)
-            for s in range(5):
-                train_step(w, s)
-            w.flush()
-            server.kill()
-            step = 5
-            while w.journaled_bytes == 0:
-                assert step < 300, "the agent never journaled"
-                train_step(w, step)
-                step += 1
-            first_journaled = step  # every step from here on is in the journal
-            for _ in range(10):
-                train_step(w, step)
-                step += 1
-            w._stream._request(_handover._SYNC, 0, 10)  # the agent took (and synced) all of it
-            assert w.journaling
-            agents[0].send_signal(signal.SIGKILL)
-            agents[0].wait(10)
-            left = glob.glob(os.path.join(journal_dir, "*.tkj"))
-            assert len(left) == 1 and os.path.getsize(left[0]) > 20 * (64 << 10), left
+class OwnAgent:
+    """Agents of the test's own, one after another on one socket and journal
+    directory under tmp_path, never exiting idle (the test stops them)."""
 
-            server.start(port=server.port)
-            agents.append(_start_agent(sock, journal_dir, log))
-            wait_until("the leftover journal pushed", lambda: not glob.glob(os.path.join(journal_dir, "*.tkj")), 30)
-            assert not glob.glob(os.path.join(journal_dir, "*.failed"))
-        finally:
-            for p in agents:
-                if p.poll() is None:
-                    p.terminate()
-                    try:
-                        p.wait(10)
-                    except subprocess.TimeoutExpired:
-                        p.kill()
-                        p.wait()
+    def __init__(self, tmp_path, monkeypatch):
+        self.sock = str(tmp_path / "agent" / "a.sock")
+        os.makedirs(os.path.dirname(self.sock), mode=0o700)
+        self.journal_dir = str(tmp_path / "journal")
+        monkeypatch.setenv(_agent.SOCKET_ENV, self.sock)
+        self.log = open(tmp_path / "agent.log", "ab")
+        self.procs = []
+
+    def start(self) -> subprocess.Popen:
+        self.procs.append(_start_agent(self.sock, self.journal_dir, self.log))
+        return self.procs[-1]
+
+    def files(self, pattern: str = "*.tkj"):
+        return glob.glob(os.path.join(self.journal_dir, pattern))
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def own_agent(tmp_path, monkeypatch):
+    agents = OwnAgent(tmp_path, monkeypatch)
+    agents.start()
+    yield agents
+    agents.stop()
+
+
+def test_agent_killed_with_a_journal_the_next_agent_pushes_it(server, trial_url, own_agent):
+    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=60)
+    for s in range(5):
+        train_step(w, s)
+    w.flush()
+    server.kill()
+    step = 5
+    while w.journaled_bytes == 0:
+        assert step < 300, "the agent never journaled"
+        train_step(w, step)
+        step += 1
+    first_journaled = step  # every step from here on is in the journal
+    for _ in range(10):
+        train_step(w, step)
+        step += 1
+    w._stream._request(_handover._SYNC, 0, 10)  # the agent took (and synced) all of it
+    assert w.journaling
+    own_agent.procs[0].send_signal(signal.SIGKILL)
+    own_agent.procs[0].wait(10)
+    left = own_agent.files()
+    assert len(left) == 1 and os.path.getsize(left[0]) > 20 * (64 << 10), left
+
+    server.start(port=server.port)
+    own_agent.start()
+    wait_until("the leftover journal pushed", lambda: not own_agent.files(), 30)
+    assert not own_agent.files("*.failed")
     # The acknowledged steps and every journaled one; what the killed agent
     # held only in memory (its push buffer, before it journaled) is the
     # documented loss of killing an agent during an outage.
@@ -186,88 +208,51 @@ def test_collector_down_when_training_starts_the_first_step_is_bounded(server, t
     check_trial(trial_url, list(range(40)))
 
 
-def _own_agent(tmp_path, monkeypatch, log):
-    sock = str(tmp_path / "agent" / "a.sock")
-    os.makedirs(os.path.dirname(sock), mode=0o700)
-    journal_dir = str(tmp_path / "journal")
-    monkeypatch.setenv(_agent.SOCKET_ENV, sock)
-    return sock, journal_dir, _start_agent(sock, journal_dir, log)
-
-
-def _stop(agents):
-    for p in agents:
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
-def test_closed_during_an_outage_the_agent_pushes_it_after_the_process_is_gone(
-    server, trial_url, tmp_path, monkeypatch
-):
-    agents = []
-    with open(tmp_path / "agent.log", "ab") as log:
-        try:
-            sock, journal_dir, agent = _own_agent(tmp_path, monkeypatch, log)
-            agents.append(agent)
-            w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=1)
-            for s in range(5):
-                train_step(w, s)
-            w.flush()
-            server.kill()
-            for s in range(5, 30):  # some in the agent's memory, the rest journaled
-                train_step(w, s)
-            assert w.journaling
-            start = time.monotonic()
-            with pytest.raises(CollectorUnavailable) as e:
-                w.close(end_of_training=True)
-            assert time.monotonic() - start < 1 + SLACK
-            assert "not yet durable" in str(e.value) and "keeps it" in str(e.value), str(e.value)
-            # The training process is done; the agent goes on alone.
-            server.start(port=server.port)
-            wait_until(
-                "the orphan's data pushed and its worker closed",
-                lambda: create_trial(trial_url).worker_states()["worker_0"].state.name == "CLOSED",
-                60,
-            )
-            assert not glob.glob(os.path.join(journal_dir, "*.tkj")), "a journal left behind"
-        finally:
-            _stop(agents)
+def test_closed_during_an_outage_the_agent_pushes_it_after_the_process_is_gone(server, trial_url, own_agent):
+    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=1)
+    for s in range(5):
+        train_step(w, s)
+    w.flush()
+    server.kill()
+    for s in range(5, 30):  # some in the agent's memory, the rest journaled
+        train_step(w, s)
+    assert w.journaling
+    start = time.monotonic()
+    with pytest.raises(CollectorUnavailable) as e:
+        w.close(end_of_training=True)
+    assert time.monotonic() - start < 1 + SLACK
+    assert "not yet durable" in str(e.value) and "keeps it" in str(e.value), str(e.value)
+    # The training process is done; the agent goes on alone.
+    server.start(port=server.port)
+    wait_until(
+        "the orphan's data pushed and its worker closed",
+        lambda: create_trial(trial_url).worker_states()["worker_0"].state.name == "CLOSED",
+        60,
+    )
+    assert not own_agent.files(), "a journal left behind"
     check_trial(trial_url, list(range(30)))
 
 
-def test_an_agent_stopped_during_an_outage_journals_what_it_held_in_memory(
-    server, trial_url, tmp_path, monkeypatch
-):
-    agents = []
-    with open(tmp_path / "agent.log", "ab") as log:
-        try:
-            sock, journal_dir, agent = _own_agent(tmp_path, monkeypatch, log)
-            agents.append(agent)
-            # max_stall 5 s: nothing is journaled, all of it waits in the
-            # agent's memory when the process closes.
-            w = Writer(trial_url, retry_timeout=1)
-            for s in range(3):
-                train_step(w, s)
-            w.flush()
-            server.kill()
-            for s in range(3, 12):
-                train_step(w, s)
-            with pytest.raises(CollectorUnavailable):
-                w.close(end_of_training=True)
-            assert w.journaled_bytes == 0
-            agent.send_signal(signal.SIGTERM)
-            agent.wait(30)
-            left = glob.glob(os.path.join(journal_dir, "*.tkj"))
-            assert len(left) == 1 and os.path.getsize(left[0]) > 9 * len(NAMES) * (64 << 10), left
-            server.start(port=server.port)
-            agents.append(_start_agent(sock, journal_dir, log))
-            wait_until("the journal pushed", lambda: not glob.glob(os.path.join(journal_dir, "*.tkj")), 30)
-            assert not glob.glob(os.path.join(journal_dir, "*.failed"))
-            assert create_trial(trial_url).worker_states()["worker_0"].state.name == "CLOSED"
-        finally:
-            _stop(agents)
+def test_an_agent_stopped_during_an_outage_journals_what_it_held_in_memory(server, trial_url, own_agent):
+    # max_stall 5 s: nothing is journaled, all of it waits in the agent's
+    # memory when the process closes.
+    w = Writer(trial_url, retry_timeout=1)
+    for s in range(3):
+        train_step(w, s)
+    w.flush()
+    server.kill()
+    for s in range(3, 12):
+        train_step(w, s)
+    with pytest.raises(CollectorUnavailable):
+        w.close(end_of_training=True)
+    assert w.journaled_bytes == 0
+    own_agent.procs[0].send_signal(signal.SIGTERM)
+    own_agent.procs[0].wait(30)
+    left = own_agent.files()
+    assert len(left) == 1 and os.path.getsize(left[0]) > 9 * len(NAMES) * (64 << 10), left
+    server.start(port=server.port)
+    own_agent.start()
+    wait_until("the journal pushed", lambda: not own_agent.files(), 30)
+    assert not own_agent.files("*.failed")
+    assert create_trial(trial_url).worker_states()["worker_0"].state.name == "CLOSED"
     check_trial(trial_url, list(range(12)))
