@@ -50,6 +50,9 @@ bool IsTransient(const absl::Status& s) {
   }
 }
 
+// A writer that keeps failing to reach its collector says so this often.
+constexpr auto kReconnectLogInterval = std::chrono::seconds(30);
+
 Clock::time_point After(double seconds) {
   if (!(seconds < 1e9)) return Clock::time_point::max();
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -450,6 +453,8 @@ absl::Status Writer::CloseUntil(bool end_of_training, Clock::time_point deadline
 void Writer::Run() {
   ReconnectBackoff backoff(options_.backoff_first_seconds, options_.backoff_max_seconds);
   Clock::time_point failing_since = Clock::now();
+  Clock::time_point last_warned{};
+  uint64_t failed_tries = 0;  // since the last stream that reached a collector
   for (uint64_t gen = 1;; ++gen) {
     grpc::ClientContext context;
     {
@@ -485,6 +490,7 @@ void Writer::Run() {
       // the failure starts now.
       backoff.Reset();
       failing_since = now;
+      failed_tries = 0;
     }
     if (!IsTransient(status)) {
       Fail(status);
@@ -499,8 +505,20 @@ void Writer::Run() {
       return;
     }
     const double wait = std::min(backoff.Next(), options_.retry_timeout_seconds - failing);
-    spdlog::warn("tensorkeep writer {} of trial {}: {}; reconnecting in {:.2f} s", options_.worker,
-                 options_.trial, std::string(status.message()), wait);
+    // One line when the trouble starts, then one every kReconnectLogInterval
+    // (a writer that never gives up may retry for hours); each try at debug.
+    ++failed_tries;
+    const bool first = failed_tries == 1;
+    if (first || now - last_warned >= kReconnectLogInterval) {
+      last_warned = now;
+      spdlog::warn("tensorkeep writer {} of trial {}: {}; reconnecting in {:.2f} s{}",
+                   options_.worker, options_.trial, std::string(status.message()), wait,
+                   first ? "" : absl::StrCat(" (unreachable for ", static_cast<int64_t>(failing),
+                                             " s, ", failed_tries, " tries)"));
+    } else {
+      spdlog::debug("tensorkeep writer {} of trial {}: {}; reconnecting in {:.2f} s",
+                    options_.worker, options_.trial, std::string(status.message()), wait);
+    }
     std::unique_lock<std::mutex> lock(mu_);
     if (cv_.wait_until(lock, After(wait), [&] { return abandoned_; })) return;
   }
