@@ -1,6 +1,7 @@
 #include "bench/reclaim.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -32,6 +33,20 @@ uint64_t DiskUse(const std::string& dir) {
 
 double MiB(uint64_t bytes) { return bytes / 1048576.0; }
 
+// Bytes this process has passed to write(2) and the like (/proc/self/io
+// wchar); 0 when unknown.
+uint64_t BytesWritten() {
+  FILE* f = std::fopen("/proc/self/io", "r");
+  if (f == nullptr) return 0;
+  char line[128];
+  unsigned long long n = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "wchar: %llu", &n) == 1) break;
+  }
+  std::fclose(f);
+  return n;
+}
+
 // Writes `steps` steps of one value to `trial`.
 absl::Status WriteTrial(const std::string& address, const std::string& trial, uint64_t steps,
                         const std::string& value) {
@@ -62,6 +77,8 @@ absl::StatusOr<Result> RunLayout(const ReclaimOptions& options, bool concurrent)
   so.listen = "127.0.0.1:0";
   so.store.path = dir;
   so.store.value_file_bytes = options.value_file_bytes;
+  if (options.value_lanes > 0) so.store.value_lanes = options.value_lanes;
+  if (options.gc_threshold >= 0) so.store.value_gc_live_fraction = options.gc_threshold;
   TK_ASSIGN_OR_RETURN(auto server, CollectorServer::Start(so));
   const uint64_t before = DiskUse(dir);
   std::string value(options.value_bytes, '\0');
@@ -69,6 +86,7 @@ absl::StatusOr<Result> RunLayout(const ReclaimOptions& options, bool concurrent)
   for (char& c : value) c = static_cast<char>(rng());
   const uint64_t steps = std::max<uint64_t>(1, options.trial_bytes / options.value_bytes);
   const auto name = [](int t) { return absl::StrCat("reclaim-", t); };
+  const auto write_start = std::chrono::steady_clock::now();
   if (concurrent) {
     std::vector<std::thread> threads;
     std::vector<absl::Status> status(options.trials);
@@ -82,8 +100,11 @@ absl::StatusOr<Result> RunLayout(const ReclaimOptions& options, bool concurrent)
       TK_RETURN_IF_ERROR(WriteTrial(server->address(), name(t), steps, value));
     }
   }
+  const double write_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   const uint64_t written = DiskUse(dir);
   TK_ASSIGN_OR_RETURN(auto connection, Connection::Open(server->address()));
+  const uint64_t wchar_before = BytesWritten();
   const auto start = std::chrono::steady_clock::now();
   int deleted = 0;
   for (int t = 0; t < options.trials; t += 2) {
@@ -100,6 +121,7 @@ absl::StatusOr<Result> RunLayout(const ReclaimOptions& options, bool concurrent)
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const uint64_t reclaim_wrote = BytesWritten() - wchar_before;
   const uint64_t after_gc = DiskUse(dir);
   const TensorStore::SpaceStats space = server->collector()->store()->Space();
   server.reset();
@@ -116,8 +138,10 @@ absl::StatusOr<Result> RunLayout(const ReclaimOptions& options, bool concurrent)
   r.value = MiB(reclaimed);
   r.unit = "MiB";
   r.figure_text = absl::StrFormat(
-      "%.1f MiB reclaimed (disk: %.1f empty, %.1f written, %.1f deleted, %.1f reclaimed, in %.1f s)",
-      MiB(reclaimed), MiB(before), MiB(written), MiB(after_delete), MiB(after_gc), seconds);
+      "%.1f MiB reclaimed (disk: %.1f empty, %.1f written at %.0f MB/s, %.1f deleted, %.1f "
+      "reclaimed, in %.1f s, writing %.1f MiB)",
+      MiB(reclaimed), MiB(before), MiB(written), (written - before) / 1e6 / write_seconds,
+      MiB(after_delete), MiB(after_gc), seconds, MiB(reclaim_wrote));
   r.baseline_name = "deleted trials' share";
   r.baseline = MiB(deleted_bytes);
   r.baseline_text = absl::StrFormat("%.1f MiB deleted", MiB(deleted_bytes));
@@ -128,6 +152,10 @@ absl::StatusOr<Result> RunLayout(const ReclaimOptions& options, bool concurrent)
   r.extra["disk_after_delete_bytes"] = after_delete;
   r.extra["disk_after_reclaim_bytes"] = after_gc;
   r.extra["reclaim_seconds"] = seconds;
+  r.extra["write_seconds"] = write_seconds;
+  r.extra["reclaim_bytes_written"] = reclaim_wrote;
+  r.extra["write_amplification"] =
+      deleted_bytes > 0 ? static_cast<double>(reclaim_wrote) / deleted_bytes : 0.0;
   r.extra["value_garbage_bytes_left"] = space.value_garbage_bytes;
   return r;
 }

@@ -112,7 +112,9 @@ constexpr char kUsage[] =
     "  --soak-seconds=S   soak: how long the writers write (default 600; --quick: 3)\n"
     "  --soak-writers=N   soak: writers, 4 workers a trial (default 64; --quick: 4)\n"
     "  --soak-readers=N   soak: readers checking answers meanwhile (default 8; --quick: 2)\n"
-    "  --soak-mbps=R      soak: the writers' aggregate cap in MB/s (default 40; 0: none)\n";
+    "  --soak-mbps=R      soak: the writers' aggregate cap in MB/s (default 40; 0: none)\n"
+    "  --reclaim-lanes=N  reclaim: the collector's --value-lanes (default: its default, 16)\n"
+    "  --reclaim-gc-threshold=F  reclaim: the collector's --vlog-gc-threshold (default 0.5)\n";
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -169,6 +171,9 @@ struct Flags {
   int soak_writers = 0;
   int soak_readers = -1;
   double soak_mbps = 40;
+  // reclaim: the collector's --value-lanes (0: default) and --vlog-gc-threshold (< 0: default).
+  size_t reclaim_lanes = 0;
+  double reclaim_gc_threshold = -1;
 };
 
 // A record of the benchmark writers: float32 values (float64 scalars for
@@ -1318,6 +1323,8 @@ class Bench {
       o.trial_bytes = 4 << 20;
       o.value_file_bytes = 1 << 20;
     }
+    o.value_lanes = flags_.reclaim_lanes;
+    o.gc_threshold = flags_.reclaim_gc_threshold;
     TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunReclaim(o));
     for (Result& r : results) Add(std::move(r));
     return absl::OkStatus();
@@ -1661,6 +1668,20 @@ int Main(int argc, char** argv) {
       if (!absl::SimpleAtoi(value, &flags.ingest_mib) || flags.ingest_mib < 1 ||
           flags.ingest_mib > 65536) {
         std::fprintf(stderr, "tensorkeep-bench: --ingest-mib must be 1..65536\n");
+        return 2;
+      }
+    } else if (arg == "--reclaim-lanes") {
+      if (!need("--reclaim-lanes")) return 2;
+      if (!absl::SimpleAtoi(value, &flags.reclaim_lanes) || flags.reclaim_lanes < 1 ||
+          flags.reclaim_lanes > 256) {
+        std::fprintf(stderr, "tensorkeep-bench: --reclaim-lanes must be 1..256\n");
+        return 2;
+      }
+    } else if (arg == "--reclaim-gc-threshold") {
+      if (!need("--reclaim-gc-threshold")) return 2;
+      if (!absl::SimpleAtod(value, &flags.reclaim_gc_threshold) ||
+          !(flags.reclaim_gc_threshold >= 0) || flags.reclaim_gc_threshold >= 1) {
+        std::fprintf(stderr, "tensorkeep-bench: --reclaim-gc-threshold must be in [0, 1)\n");
         return 2;
       }
     } else if (arg == "--soak-seconds" || arg == "--soak-mbps") {

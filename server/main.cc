@@ -4,6 +4,7 @@
 //                     [--tls-cert F --tls-key F [--tls-client-ca F]]
 //                     [--auth-tokens F] [--insecure]
 //                     [--retain-days N] [--vlog-gc-threshold F] [--value-file-mb N]
+//                     [--value-lanes N]
 //                     [--http-listen HOST:PORT]
 //                     [--log-level trace|debug|info|warn|error]
 //                     [--cluster HOST:PORT,... --advertise HOST:PORT]
@@ -42,6 +43,7 @@ constexpr char kUsage[] =
     "                         [--max-push-streams N] [--max-watchers N] [--max-trial-watchers N]\n"
     "                         [--min-free-disk-mb N] [--worker-timeout S]\n"
     "                         [--retain-days N] [--vlog-gc-threshold F] [--value-file-mb N]\n"
+    "                         [--value-lanes N]\n"
     "                         [--http-listen HOST:PORT]\n"
     "                         [--log-level trace|debug|info|warn|error]\n"
     "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
@@ -81,6 +83,10 @@ constexpr char kUsage[] =
     "                      of its size (default 0.5; 0: only files with nothing live)\n"
     "  --value-file-mb N   close a value-log file for writing at N MiB (default 1024);\n"
     "                      smaller files give deleted trials' space back sooner\n"
+    "  --value-lanes N     value-log files open for writing at once (default 16): up to N\n"
+    "                      trials writing at the same time each fill files of their own,\n"
+    "                      so deleting one removes its files without copying (1: all\n"
+    "                      trials' values interleaved in one file)\n"
     "  --http-listen HOST:PORT  serve HTTP here too (default: off): the web UI at /\n"
     "                      (docs/web-ui.md), /metrics (Prometheus), /healthz and the JSON\n"
     "                      API /api/v1/ (docs/http-api.md), with the\n"
@@ -238,6 +244,14 @@ int main(int argc, char** argv) {
         return Usage("--value-file-mb needs a number of MiB >= 1");
       }
       options.store.value_file_bytes = static_cast<uint64_t>(mb) << 20;
+    } else if (arg == "--value-lanes") {
+      const char* v = value("--value-lanes");
+      char* end = nullptr;
+      const unsigned long long n = v == nullptr ? 0 : std::strtoull(v, &end, 10);
+      if (v == nullptr || *v == '\0' || *v == '-' || *end != '\0' || n == 0 || n > 256) {
+        return Usage("--value-lanes needs a number of files from 1 to 256");
+      }
+      options.store.value_lanes = static_cast<size_t>(n);
     } else if (arg == "--test-abort-at") {
       // Tests only (not in the usage): the process aborts, as if killed, at
       // a stage of a deletion or a value-log rewrite ("delete.batch",

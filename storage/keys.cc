@@ -84,6 +84,16 @@ std::string DeletedTrialKey(std::string_view trial, uint64_t block_bound) {
 std::string BlockValuesPrefix(uint64_t block_id, std::string_view trial) {
   return KeyBuilder(KeyFamily::kValue).U64(block_id).Str(trial).Take();
 }
+std::string_view ValueKeyTrial(std::string_view key) {
+  KeyReader r(key);
+  KeyFamily family;
+  uint64_t block_id = 0;
+  std::string_view trial;
+  if (!r.Family(&family) || family != KeyFamily::kValue || !r.U64(&block_id) || !r.Str(&trial)) {
+    return {};
+  }
+  return trial;
+}
 std::string FamilyPrefix(KeyFamily family) { return KeyBuilder(family).Take(); }
 std::string TrialPrefix(KeyFamily family, std::string_view trial) {
   return KeyBuilder(family).Str(trial).Take();

@@ -115,6 +115,8 @@ std::string ValueGarbageKey(uint64_t file);
 std::string DeletedTrialKey(std::string_view trial, uint64_t block_bound);
 // The prefix of the large values of block `block_id` of `trial`.
 std::string BlockValuesPrefix(uint64_t block_id, std::string_view trial);
+// The trial a ValueKey names (a view into `key`); empty when `key` is not one.
+std::string_view ValueKeyTrial(std::string_view key);
 
 // The prefix shared by every key of `family` (and, when given, of `trial`).
 std::string FamilyPrefix(KeyFamily family);

@@ -2,6 +2,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -33,11 +34,27 @@ bool IsValueKey(std::string_view key) {
 
 class LevelDbBatch : public TensorStore::Batch {
  public:
+  // The values of one value-log lane (one trial: ValueLog's lanes), to be
+  // appended together.
+  struct Lane {
+    std::string key;    // the trial
+    std::string bytes;  // the values, back to back
+    struct Value {
+      std::string key;
+      size_t offset;  // in bytes
+      size_t size;
+      uint32_t crc32;
+    };
+    std::vector<Value> values;
+  };
+
   void Put(std::string_view key, std::string_view value) override {
     if (IsValueKey(key)) {
-      values_.push_back(
-          PendingValue{std::string(key), bytes_.size(), value.size(), ValueChecksum(value)});
-      bytes_.append(value);
+      Lane& lane = LaneOf(ValueKeyTrial(key));
+      lane.values.push_back(
+          Lane::Value{std::string(key), lane.bytes.size(), value.size(), ValueChecksum(value)});
+      lane.bytes.append(value);
+      value_bytes_ += value.size();
       return;
     }
     index_used_ = true;
@@ -48,19 +65,20 @@ class LevelDbBatch : public TensorStore::Batch {
     index_.Delete(leveldb::Slice(key.data(), key.size()));
     if (IsValueKey(key)) deleted_values_.emplace_back(key);
   }
-  size_t ApproximateSize() const override { return index_.ApproximateSize() + bytes_.size(); }
-  void Reserve(size_t value_bytes) override { bytes_.reserve(bytes_.size() + value_bytes); }
+  size_t ApproximateSize() const override { return index_.ApproximateSize() + value_bytes_; }
+  // The first lane's (a batch is one trial's but for tests and merges).
+  void Reserve(size_t value_bytes) override { reserve_ += value_bytes; }
 
-  // The values' bytes, back to back, to be appended to the value log.
-  std::string_view value_bytes() const { return bytes_; }
-  bool has_values() const { return !values_.empty(); }
+  // The values to append to the value log, by lane.
+  std::vector<Lane>& lanes() { return lanes_; }
   bool index_used() const { return index_used_; }
-  // Adds to the index batch, under each value's key, where its bytes went.
-  void PutValueRefs(const ValueLog::Position& at) {
+  // Adds to the index batch, under each of `lane`'s values' keys, where its
+  // bytes went.
+  void PutValueRefs(const Lane& lane, const ValueLog::Position& at) {
     storage::ValueRef ref;
     ref.set_file(at.file);
     std::string encoded;
-    for (const PendingValue& v : values_) {
+    for (const Lane::Value& v : lane.values) {
       ref.set_offset(at.offset + v.offset);
       ref.set_size(v.size);
       ref.set_crc32(v.crc32);
@@ -74,16 +92,21 @@ class LevelDbBatch : public TensorStore::Batch {
   const std::vector<std::string>& deleted_values() const { return deleted_values_; }
 
  private:
-  struct PendingValue {
-    std::string key;
-    size_t offset;  // in bytes_
-    size_t size;
-    uint32_t crc32;
-  };
+  Lane& LaneOf(std::string_view trial) {
+    for (Lane& lane : lanes_) {
+      if (lane.key == trial) return lane;
+    }
+    Lane& lane = lanes_.emplace_back();
+    lane.key.assign(trial.data(), trial.size());
+    if (lanes_.size() == 1) lane.bytes.reserve(reserve_);
+    return lane;
+  }
+
   leveldb::WriteBatch index_;
   bool index_used_ = false;
-  std::string bytes_;
-  std::vector<PendingValue> values_;
+  size_t reserve_ = 0;
+  size_t value_bytes_ = 0;
+  std::vector<Lane> lanes_;
   std::vector<std::string> deleted_values_;
 };
 
@@ -239,7 +262,8 @@ absl::StatusOr<std::unique_ptr<LevelDbTensorStore>> LevelDbTensorStore::Open(
   impl->index = std::move(*db);
   TK_ASSIGN_OR_RETURN(impl->values, ValueLog::Open(opts.env, options.path + "/" + kValuesSubdir,
                                                    /*sync_directory=*/options.env == nullptr,
-                                                   options.value_file_bytes));
+                                                   options.value_file_bytes,
+                                                   options.value_lanes));
   {
     absl::MutexLock lock(&impl->write_mu);
     const std::string prefix = FamilyPrefix(KeyFamily::kValueGarbage);
@@ -368,9 +392,10 @@ absl::Status LevelDbTensorStore::WriteAll(const std::vector<Batch*>& batches, bo
   bool index_used = false;
   for (Batch* batch : batches) {
     auto* b = static_cast<LevelDbBatch*>(batch);
-    if (b->has_values()) {
-      TK_ASSIGN_OR_RETURN(ValueLog::Position at, impl_->values->Append(b->value_bytes()));
-      b->PutValueRefs(at);
+    for (const LevelDbBatch::Lane& lane : b->lanes()) {
+      // Each trial's values to a file of its own (ValueLog's lanes).
+      TK_ASSIGN_OR_RETURN(ValueLog::Position at, impl_->values->Append(lane.bytes, lane.key));
+      b->PutValueRefs(lane, at);
     }
     index_used = index_used || b->index_used();
   }
@@ -662,26 +687,33 @@ absl::Status LevelDbTensorStore::ReclaimRound(ReclaimStats* stats, bool* recount
     return static_cast<double>(live) <= keep * static_cast<double>(size);
   };
   std::set<uint64_t> candidates;
-  uint64_t active = impl_->values->active_file();
   std::map<uint64_t, uint64_t> sizes;
   for (const auto& [file, size] : impl_->values->Files()) {
     sizes[file] = size;
     auto g = garbage.find(file);
     if (qualifies(size, g == garbage.end() ? 0 : g->second)) candidates.insert(file);
   }
+  std::set<uint64_t> active;
   {
-    // Under write_mu: a write that appended to a file below `active` has
-    // its index entries in by now, so the scan below sees every value of
-    // the files it may rewrite (and of those it recounts).
+    // Under write_mu: a write that appended to a file not open now has its
+    // index entries in by now, so the scan below sees every value of the
+    // files it may rewrite (and of those it recounts).
     absl::MutexLock lock(&impl_->write_mu);
-    if (candidates.count(active) != 0) impl_->values->Rotate();
-    active = impl_->values->active_file();
+    for (uint64_t file : impl_->values->active_files()) {
+      if (candidates.count(file) != 0) impl_->values->Rotate(file);
+    }
+    const std::vector<uint64_t> open = impl_->values->active_files();
+    active.insert(open.begin(), open.end());
   }
-  candidates.erase(active);
-  // Garbage entries of files that are gone (a crash after a file's removal).
+  for (uint64_t file : active) candidates.erase(file);
+  // Garbage entries of files that are gone (a crash after a file's removal):
+  // numbered below a file listed, so not created after the listing.
   std::vector<uint64_t> stale;
   for (const auto& [file, bytes] : garbage) {
-    if (sizes.count(file) == 0 && file != active) stale.push_back(file);
+    if (sizes.count(file) == 0 && active.count(file) == 0 && !sizes.empty() &&
+        file < sizes.rbegin()->first) {
+      stale.push_back(file);
+    }
   }
   if (!stale.empty()) {
     absl::MutexLock lock(&impl_->write_mu);
@@ -715,6 +747,11 @@ absl::Status LevelDbTensorStore::ReclaimRound(ReclaimStats* stats, bool* recount
     TK_RETURN_IF_ERROR(FromLevelDb(it->status(), "scanning the value index"));
   }
   for (uint64_t file : candidates) {
+    // Copied trial by trial, so that the copies of a trial deleted later are
+    // runs of whole chunks rather than scattered through the new files.
+    std::stable_sort(live[file].begin(), live[file].end(), [](const auto& a, const auto& b) {
+      return ValueKeyTrial(a.first) < ValueKeyTrial(b.first);
+    });
     TK_RETURN_IF_ERROR(ReclaimFile(file, live[file], stats));
     stats->bytes_freed += sizes[file];
   }
@@ -727,7 +764,7 @@ absl::Status LevelDbTensorStore::ReclaimRound(ReclaimStats* stats, bool* recount
   leveldb::WriteBatch wb;
   std::map<uint64_t, uint64_t> raised;
   for (const auto& [file, size] : sizes) {
-    if ((active != 0 && file >= active) || candidates.count(file) != 0) continue;
+    if (active.count(file) != 0 || candidates.count(file) != 0) continue;
     const uint64_t dead = size - std::min(size, live_bytes[file]);
     const uint64_t counted = impl_->garbage.count(file) ? impl_->garbage[file] : 0;
     if (dead <= counted) continue;

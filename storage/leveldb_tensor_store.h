@@ -32,6 +32,10 @@ namespace tensorkeep {
 
 // The value log's subdirectory of LevelDbOptions::path.
 inline constexpr char kValuesSubdir[] = "values";
+// LevelDbOptions::value_lanes: value files open for appending at once, so
+// that up to this many trials writing at the same time each fill files of
+// their own (deleting one drops its files without copying).
+inline constexpr size_t kDefaultValueLanes = 16;
 // LevelDbOptions::value_gc_live_fraction: a value file half garbage is
 // rewritten (copying costs at most as many bytes as it frees).
 inline constexpr double kDefaultValueGcLiveFraction = 0.5;
@@ -46,6 +50,10 @@ struct LevelDbOptions {
   size_t block_cache_bytes = 64 << 20;
   // A value log file is closed for writing once it holds this many bytes.
   uint64_t value_file_bytes = uint64_t{1} << 30;
+  // Trials whose values go to value files of their own while they write at
+  // the same time (storage/value_log.h, lanes); 1: every trial's values
+  // interleaved in one file, as before lanes.
+  size_t value_lanes = kDefaultValueLanes;
   // Snappy saves nothing on float tensors and costs CPU; off by default.
   bool compression = false;
   // Not owned; must outlive the store. nullptr: the default (disk) Env.
@@ -150,7 +158,7 @@ class LevelDbTensorStore : public TensorStore {
   std::map<uint64_t, uint64_t> CountDeletedValues(const std::vector<Batch*>& batches,
                                                   void* index);
   // ReclaimValueSpace for one file: copies its live values (`live`: key,
-  // encoded entry) to the newest file, then removes it.
+  // encoded entry) to a file of the value log's own lane (not a trial's), then removes it.
   absl::Status ReclaimFile(uint64_t file,
                            const std::vector<std::pair<std::string, std::string>>& live,
                            ReclaimStats* stats);

@@ -45,22 +45,28 @@ uint32_t ValueChecksum(std::string_view data) {
 }
 
 ValueLog::ValueLog(leveldb::Env* env, std::string dir, uint64_t next_file, bool sync_directory,
-                   uint64_t max_file_bytes)
+                   uint64_t max_file_bytes, size_t max_lanes)
     : env_(env),
       dir_(std::move(dir)),
       sync_directory_(sync_directory),
       max_file_bytes_(max_file_bytes),
-      next_file_(next_file) {}
+      next_file_(next_file),
+      lanes_(1 + std::max<size_t>(1, max_lanes)) {
+  lanes_[0].keyed = true;  // the empty key's
+}
 
 ValueLog::~ValueLog() {
   absl::MutexLock lock(&write_mu_);
   for (auto& f : unsynced_closed_) f->Close();
-  if (out_ != nullptr) out_->Close();
+  for (Lane& lane : lanes_) {
+    if (lane.out != nullptr) lane.out->Close();
+  }
 }
 
 absl::StatusOr<std::unique_ptr<ValueLog>> ValueLog::Open(leveldb::Env* env, std::string dir,
                                                          bool sync_directory,
-                                                         uint64_t max_file_bytes) {
+                                                         uint64_t max_file_bytes,
+                                                         size_t max_lanes) {
   std::vector<std::string> children;
   uint64_t last = 0;
   leveldb::Status listed = env->GetChildren(dir, &children);
@@ -82,68 +88,88 @@ absl::StatusOr<std::unique_ptr<ValueLog>> ValueLog::Open(leveldb::Env* env, std:
     }
   }
   return std::unique_ptr<ValueLog>(
-      new ValueLog(env, std::move(dir), last + 1, sync_directory, max_file_bytes));
+      new ValueLog(env, std::move(dir), last + 1, sync_directory, max_file_bytes, max_lanes));
 }
 
 std::string ValueLog::FileName(uint64_t file) const {
   return absl::StrFormat("%s/%06d%s", dir_, file, kSuffix);
 }
 
-void ValueLog::RetireFile() {
-  if (out_ == nullptr) return;
-  if (unsynced_) {
-    unsynced_closed_.push_back(std::move(out_));  // synced, then closed, by the next Sync
+void ValueLog::RetireFile(Lane* lane) {
+  if (lane->out == nullptr) return;
+  if (lane->unsynced) {
+    unsynced_closed_.push_back(std::move(lane->out));  // synced, then closed, by the next Sync
   } else {
-    out_->Close();
+    lane->out->Close();
   }
-  out_.reset();
-  unsynced_ = false;
+  lane->out.reset();
+  lane->unsynced = false;
 }
 
-absl::Status ValueLog::StartFile() {
+absl::Status ValueLog::StartFile(Lane* lane) {
   if (!dir_created_) {
     env_->CreateDir(dir_);  // fails when it exists; opening the file below says if it is unusable
     dir_created_ = true;
   }
-  RetireFile();
+  RetireFile(lane);
   const uint64_t number = next_file_++;
   leveldb::WritableFile* f = nullptr;
   leveldb::Status s = env_->NewWritableFile(FileName(number), &f);
   if (!s.ok()) return IoError(s, absl::StrCat("creating value file ", FileName(number)));
-  out_.reset(f);
-  file_ = number;
-  file_size_ = 0;
+  lane->out.reset(f);
+  lane->file = number;
+  lane->file_size = 0;
   directory_unsynced_ = true;
   return absl::OkStatus();
 }
 
-absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data) {
+ValueLog::Lane* ValueLog::LaneFor(std::string_view key) {
+  if (key.empty()) return &lanes_[0];
+  Lane* chosen = nullptr;
+  for (size_t i = 1; i < lanes_.size(); ++i) {
+    Lane& lane = lanes_[i];
+    if (lane.keyed && lane.key == key) return &lane;
+    // A lane no key holds first, else the one used least recently.
+    if (chosen == nullptr || (chosen->keyed && (!lane.keyed || lane.last_use < chosen->last_use))) {
+      chosen = &lane;
+    }
+  }
+  // Taken over: the file goes on (a new one a lane would make many small
+  // files when more keys than lanes take turns).
+  chosen->key.assign(key.data(), key.size());
+  chosen->keyed = true;
+  return chosen;
+}
+
+absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data, std::string_view key) {
   absl::MutexLock lock(&write_mu_);
-  if (out_ == nullptr || file_size_ >= max_file_bytes_) {
-    absl::Status started = StartFile();
+  Lane* lane = LaneFor(key);
+  lane->last_use = ++appends_;
+  if (lane->out == nullptr || lane->file_size >= max_file_bytes_) {
+    absl::Status started = StartFile(lane);
     if (!started.ok()) return started;
   }
-  const Position at{file_, file_size_};
-  leveldb::Status s = out_->Append(leveldb::Slice(data.data(), data.size()));
-  if (s.ok()) s = out_->Flush();  // out of LevelDB's user-space buffer: a crash keeps it
+  const Position at{lane->file, lane->file_size};
+  leveldb::Status s = lane->out->Append(leveldb::Slice(data.data(), data.size()));
+  if (s.ok()) s = lane->out->Flush();  // out of LevelDB's user-space buffer: a crash keeps it
   if (!s.ok()) {
-    // The file's end is unknown now: the next Append starts another file. The
-    // bytes before this write still need the next Sync. A file that holds
-    // nothing but this failed write is removed, so that a disk that keeps
-    // failing does not collect a file per attempt.
+    // The file's end is unknown now: the lane's next Append starts another
+    // file. The bytes before this write still need the next Sync. A file
+    // that holds nothing but this failed write is removed, so that a disk
+    // that keeps failing does not collect a file per attempt.
     if (at.offset == 0) {
-      out_->Close();
-      out_.reset();
-      unsynced_ = false;
+      lane->out->Close();
+      lane->out.reset();
+      lane->unsynced = false;
       env_->RemoveFile(FileName(at.file));
     } else {
-      unsynced_ = true;
-      RetireFile();
+      lane->unsynced = true;
+      RetireFile(lane);
     }
     return IoError(s, absl::StrCat("writing ", data.size(), " bytes to ", FileName(at.file)));
   }
-  file_size_ += data.size();
-  unsynced_ = true;
+  lane->file_size += data.size();
+  lane->unsynced = true;
   return at;
 }
 
@@ -156,18 +182,19 @@ absl::Status ValueLog::Sync() {
     unsynced_closed_.front()->Close();
     unsynced_closed_.erase(unsynced_closed_.begin());
   }
-  if (unsynced_ && out_ != nullptr) {
-    leveldb::Status s = out_->Sync();
+  for (Lane& lane : lanes_) {
+    if (!lane.unsynced || lane.out == nullptr) continue;
+    leveldb::Status s = lane.out->Sync();
     if (!s.ok()) {
       // What a failed fsync left on disk is unknown (the kernel may have
       // dropped the pages): stop appending to this file. It stays listed, so
       // the next Sync tries it again before anything after it counts.
-      const uint64_t file = file_;
-      RetireFile();
+      const uint64_t file = lane.file;
+      RetireFile(&lane);
       return IoError(s, absl::StrCat("syncing ", FileName(file)));
     }
+    lane.unsynced = false;
   }
-  unsynced_ = false;
   if (directory_unsynced_ && sync_directory_) {
     absl::Status s = SyncDirectory(dir_);
     if (!s.ok()) return s;
@@ -176,14 +203,21 @@ absl::Status ValueLog::Sync() {
   return absl::OkStatus();
 }
 
-uint64_t ValueLog::active_file() {
+std::vector<uint64_t> ValueLog::active_files() {
   absl::MutexLock lock(&write_mu_);
-  return out_ != nullptr ? file_ : 0;
+  std::vector<uint64_t> out;
+  for (const Lane& lane : lanes_) {
+    if (lane.out != nullptr) out.push_back(lane.file);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
-void ValueLog::Rotate() {
+void ValueLog::Rotate(uint64_t file) {
   absl::MutexLock lock(&write_mu_);
-  RetireFile();
+  for (Lane& lane : lanes_) {
+    if (lane.out != nullptr && lane.file == file) RetireFile(&lane);
+  }
 }
 
 std::vector<std::pair<uint64_t, uint64_t>> ValueLog::Files() {

@@ -13,6 +13,17 @@
 // closed for writing once it holds `max_file_bytes`. Files and the directory are created at
 // the first Append, so opening a directory changes nothing in it.
 //
+// Lanes: values are appended to one of several files open at once, chosen by
+// a lane key (LevelDbTensorStore passes the trial's name), so that a file
+// holds one trial's values while at most `max_lanes` trials write at the same
+// time: deleting a trial then leaves whole files without a live byte, dropped
+// without copying anything (bench/README.md, "Reclaimed space"). A key seen
+// for the first time takes a lane no key holds, else the lane used least
+// recently (its file then holds both keys' values). The empty key has a lane
+// of its own (ReclaimValueSpace's copies). Which file a value is in is kept by
+// its storage::ValueRef, so lanes change nothing on disk: a directory written
+// with one lane reads the same with several, and the reverse.
+//
 // Thread safety: every method may be called concurrently.
 #ifndef TENSORKEEP_STORAGE_VALUE_LOG_H_
 #define TENSORKEEP_STORAGE_VALUE_LOG_H_
@@ -50,23 +61,26 @@ class ValueLog {
   // `env` is not owned and must outlive the log. Reads the directory's file
   // numbers; creates nothing. `sync_directory`: Sync also fsyncs `dir` after
   // a file was created in it (a real directory; not with an in-memory Env).
+  // `max_lanes` (at least 1): keyed lanes, besides the empty key's.
   static absl::StatusOr<std::unique_ptr<ValueLog>> Open(leveldb::Env* env, std::string dir,
                                                         bool sync_directory,
-                                                        uint64_t max_file_bytes);
+                                                        uint64_t max_file_bytes,
+                                                        size_t max_lanes = 1);
   ~ValueLog();
 
-  // Appends `data` (a batch's values, back to back) and hands it to the
-  // operating system: once this returns it survives a crash of the process.
-  // Returns where `data` starts; a value at byte k of `data` is at offset
-  // start + k of that file.
+  // Appends `data` (a batch's values, back to back) to the file of `lane`'s
+  // lane and hands it to the operating system: once this returns it survives
+  // a crash of the process. Returns where `data` starts; a value at byte k of
+  // `data` is at offset start + k of that file.
   struct Position {
     uint64_t file = 0;
     uint64_t offset = 0;
   };
-  absl::StatusOr<Position> Append(std::string_view data);
+  absl::StatusOr<Position> Append(std::string_view data, std::string_view lane = {});
 
-  // Makes every appended byte durable (fsync); nothing to do when nothing was
-  // appended since the last Sync.
+  // Makes every appended byte durable (fsync of each file of every lane
+  // appended to since the last Sync); nothing to do when nothing was appended
+  // since the last Sync.
   absl::Status Sync();
 
   // The value `ref` points to. DataLoss when the file is missing, shorter than
@@ -101,11 +115,11 @@ class ValueLog {
 
   // ---- Reclaiming space (LevelDbTensorStore::ReclaimValueSpace) ----
 
-  // The file being appended to (0: none yet).
-  uint64_t active_file();
-  // Closes the file being appended to: the next Append starts a new one, and
-  // this one can be rewritten and removed.
-  void Rotate();
+  // The files being appended to (one a lane that has one open), ascending.
+  std::vector<uint64_t> active_files();
+  // Closes `file` for writing if a lane appends to it: that lane's next
+  // Append starts a new file, and this one can be rewritten and removed.
+  void Rotate(uint64_t file);
   // Every value file: its number and size, in number order.
   std::vector<std::pair<uint64_t, uint64_t>> Files();
   // Removes `file` (not the active one): readers that opened it before keep
@@ -113,8 +127,19 @@ class ValueLog {
   absl::Status Drop(uint64_t file);
 
  private:
+  // A file open for appending, and the key it was last appended for.
+  struct Lane {
+    std::string key;
+    bool keyed = false;  // `key` holds this lane (the empty key's lane always does)
+    uint64_t last_use = 0;
+    uint64_t file = 0;  // 0: none open for writing
+    uint64_t file_size = 0;
+    std::unique_ptr<leveldb::WritableFile> out;
+    bool unsynced = false;  // `out` holds bytes not yet synced
+  };
   ValueLog(leveldb::Env* env, std::string dir, uint64_t next_file, bool sync_directory,
-           uint64_t max_file_bytes);
+           uint64_t max_file_bytes, size_t max_lanes);
+  Lane* LaneFor(std::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::StatusOr<std::shared_ptr<leveldb::RandomAccessFile>> Reader(uint64_t file);
   // DataLoss naming `ref`'s file: it ends before `ref`'s bytes, or they do not
   // match their checksum.
@@ -123,9 +148,9 @@ class ValueLog {
   // False when the file `ref` names cannot hold its bytes (a damaged index
   // entry must not make a reader allocate what the file cannot hold).
   bool FileHolds(const storage::ValueRef& ref) const;
-  // Closes the file being written (after the next Sync when it holds unsynced bytes).
-  void RetireFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  absl::Status StartFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Closes `lane`'s file (after the next Sync when it holds unsynced bytes).
+  void RetireFile(Lane* lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::Status StartFile(Lane* lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   leveldb::Env* const env_;
   const std::string dir_;
@@ -135,12 +160,11 @@ class ValueLog {
   absl::Mutex write_mu_;
   bool dir_created_ ABSL_GUARDED_BY(write_mu_) = false;
   uint64_t next_file_ ABSL_GUARDED_BY(write_mu_);
-  uint64_t file_ ABSL_GUARDED_BY(write_mu_) = 0;  // 0: none open for writing
-  uint64_t file_size_ ABSL_GUARDED_BY(write_mu_) = 0;
-  std::unique_ptr<leveldb::WritableFile> out_ ABSL_GUARDED_BY(write_mu_);
+  uint64_t appends_ ABSL_GUARDED_BY(write_mu_) = 0;  // the clock of Lane::last_use
+  // lanes_[0]: the empty key's; then the keyed lanes.
+  std::vector<Lane> lanes_ ABSL_GUARDED_BY(write_mu_);
   // Files closed for writing with bytes not yet synced: Sync covers them too.
   std::vector<std::unique_ptr<leveldb::WritableFile>> unsynced_closed_ ABSL_GUARDED_BY(write_mu_);
-  bool unsynced_ ABSL_GUARDED_BY(write_mu_) = false;
   bool directory_unsynced_ ABSL_GUARDED_BY(write_mu_) = false;
 
   absl::Mutex read_mu_;

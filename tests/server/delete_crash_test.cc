@@ -122,7 +122,8 @@ TEST(DeleteCrashTest, AFailureAtEachStageLeavesTheTrialGoneAndTheOthersIntact) {
     const std::string dir = MakeTempDir("delete_crash");
     ServerOptions o;
     o.store.path = dir + "/db";
-    o.store.value_file_bytes = 128 << 10;  // two steps of a trial a file: rewrites happen
+    o.store.value_file_bytes = 128 << 10;  // two steps of a trial a file
+    o.store.value_lanes = 1;               // every trial in every file: rewrites happen
     std::atomic<int> hits{0};
     auto fault = [stage, &hits](std::string_view at) {
       if (at != stage) return absl::OkStatus();
@@ -207,7 +208,7 @@ class DeleteKillTest : public ::testing::Test {
   std::vector<std::string> Args(const std::string& extra = "") {
     std::vector<std::string> a = {"--listen",        "127.0.0.1:0", "--data-dir", dir_ + "/db",
                                   "--value-file-mb", "1",           "--log-level", "info",
-                                  "--vlog-gc-threshold", "0.8"};
+                                  "--vlog-gc-threshold", "0.8", "--value-lanes", "1"};
     if (!extra.empty()) {
       a.push_back("--test-abort-at");
       a.push_back(extra);
@@ -238,9 +239,9 @@ class DeleteKillTest : public ::testing::Test {
 };
 
 TEST_F(DeleteKillTest, AbortedAtEachStageOfTheRemovalAndTheRewrite) {
-  // 1 MiB value files of 4 values of the 3 trials: a quarter or half of
-  // each is the deleted trial's, so with --vlog-gc-threshold 0.8 every file
-  // with some of it is rewritten.
+  // 1 MiB value files of 4 values of the 3 trials (--value-lanes 1): a
+  // quarter or half of each is the deleted trial's, so with
+  // --vlog-gc-threshold 0.8 every file with some of it is rewritten.
   for (const std::string stage : {"delete.batch", "delete.compacted", "gc.indexed", "gc.dropping"}) {
     SCOPED_TRACE(stage);
     std::filesystem::remove_all(dir_ + "/db");

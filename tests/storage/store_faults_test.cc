@@ -166,5 +166,69 @@ TEST_F(StoreFaultsTest, WriteAllIsAllOrNothing) {
   EXPECT_EQ(Get(TrialKey("two")), "2");
 }
 
+// Two trials' values in one write go to two value files (a lane each): when
+// the second file's append fails, neither trial's value has a key, what was
+// written before stays, and the next write of both goes through.
+TEST_F(StoreFaultsTest, AFailedAppendToOneLaneOfAWriteLeavesNoKeyOfAnyLane) {
+  const std::string a0 = ValueKey("a", 0, "w", 1, "x");
+  const std::string b0 = ValueKey("b", 0, "w", 2, "x");
+  ASSERT_TRUE(Put(a0, std::string(5000, 'a')).ok());
+  ASSERT_TRUE(Put(b0, std::string(5000, 'b')).ok());
+  ASSERT_EQ(ValueFiles(), (std::vector<std::string>{"000001.vlog", "000002.vlog"}));
+  const std::string a1 = ValueKey("a", 1, "w", 3, "x");
+  const std::string b1 = ValueKey("b", 1, "w", 3, "x");
+  auto batch = store_->NewBatch();
+  batch->Put(TrialKey("a"), "meta");
+  batch->Put(a1, std::string(5000, 'c'));
+  batch->Put(b1, std::string(5000, 'd'));
+  env_.FailAppends("000002.vlog", 1);  // b's lane, after a's append went through
+  EXPECT_FALSE(store_->Write(batch.get(), false).ok());
+  EXPECT_EQ(env_.appends_failed(), 1);
+  EXPECT_EQ(Get(a1), "absent");
+  EXPECT_EQ(Get(b1), "absent");
+  EXPECT_EQ(Get(TrialKey("a")), "absent");
+  auto again = store_->NewBatch();
+  again->Put(a1, std::string(5000, 'e'));
+  again->Put(b1, std::string(5000, 'f'));
+  ASSERT_TRUE(store_->Write(again.get(), true).ok());
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Get(a0), std::string(5000, 'a'));
+  EXPECT_EQ(Get(b0), std::string(5000, 'b'));
+  EXPECT_EQ(Get(a1), std::string(5000, 'e'));
+  EXPECT_EQ(Get(b1), std::string(5000, 'f'));
+}
+
+// A synced write of two trials syncs both lanes' files: when one's fsync
+// fails the write is not acknowledged, and the next synced write (of one
+// trial only) covers the other file too, so a power cut then loses nothing
+// acknowledged.
+TEST_F(StoreFaultsTest, AFailedSyncOfOneLaneIsNotAcknowledgedAndTheNextSyncCoversEveryLane) {
+  const std::string a0 = ValueKey("a", 0, "w", 1, "x");
+  const std::string b0 = ValueKey("b", 0, "w", 2, "x");
+  ASSERT_TRUE(Put(a0, std::string(5000, 'a'), /*sync=*/true).ok());
+  ASSERT_TRUE(Put(b0, std::string(5000, 'b'), /*sync=*/true).ok());
+  const std::string a1 = ValueKey("a", 1, "w", 3, "x");
+  const std::string b1 = ValueKey("b", 1, "w", 3, "x");
+  auto batch = store_->NewBatch();
+  batch->Put(a1, std::string(5000, 'c'));
+  batch->Put(b1, std::string(5000, 'd'));
+  env_.FailSyncs("000002.vlog", 1);
+  EXPECT_FALSE(store_->Write(batch.get(), /*sync=*/true).ok());
+  EXPECT_EQ(Get(a1), "absent");
+  EXPECT_EQ(Get(b1), "absent");
+  // Unsynced bytes of b's lane, then a synced write of a alone.
+  const std::string b2 = ValueKey("b", 2, "w", 4, "x");
+  ASSERT_TRUE(Put(b2, std::string(5000, 'g')).ok());
+  const std::string a2 = ValueKey("a", 2, "w", 5, "x");
+  ASSERT_TRUE(Put(a2, std::string(5000, 'h'), /*sync=*/true).ok());
+  store_.reset();
+  env_.DropUnsyncedData();
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_EQ(Get(a0), std::string(5000, 'a'));
+  EXPECT_EQ(Get(b0), std::string(5000, 'b'));
+  EXPECT_EQ(Get(b2), std::string(5000, 'g'));
+  EXPECT_EQ(Get(a2), std::string(5000, 'h'));
+}
+
 }  // namespace
 }  // namespace tensorkeep
