@@ -79,6 +79,7 @@ absl::StatusOr<Result> RunLayout(const ReclaimOptions& options, bool concurrent)
   so.store.value_file_bytes = options.value_file_bytes;
   if (options.value_lanes > 0) so.store.value_lanes = options.value_lanes;
   if (options.gc_threshold >= 0) so.store.value_gc_live_fraction = options.gc_threshold;
+  so.collector.sync = options.sync;
   TK_ASSIGN_OR_RETURN(auto server, CollectorServer::Start(so));
   const uint64_t before = DiskUse(dir);
   std::string value(options.value_bytes, '\0');

@@ -35,6 +35,7 @@ struct ReclaimOptions {
   uint64_t value_file_bytes = 16 << 20;  // the collector's --value-file-mb
   size_t value_lanes = 0;                 // the collector's --value-lanes; 0: its default
   double gc_threshold = -1;               // the collector's --vlog-gc-threshold; < 0: default
+  bool sync = false;                      // the collector's --sync
 };
 
 // Result lines reclaim/sequential and reclaim/concurrent.

@@ -114,7 +114,8 @@ constexpr char kUsage[] =
     "  --soak-readers=N   soak: readers checking answers meanwhile (default 8; --quick: 2)\n"
     "  --soak-mbps=R      soak: the writers' aggregate cap in MB/s (default 40; 0: none)\n"
     "  --reclaim-lanes=N  reclaim: the collector's --value-lanes (default: its default, 16)\n"
-    "  --reclaim-gc-threshold=F  reclaim: the collector's --vlog-gc-threshold (default 0.5)\n";
+    "  --reclaim-gc-threshold=F  reclaim: the collector's --vlog-gc-threshold (default 0.5)\n"
+    "  --reclaim-sync     reclaim: the collector runs with --sync\n";
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -174,6 +175,7 @@ struct Flags {
   // reclaim: the collector's --value-lanes (0: default) and --vlog-gc-threshold (< 0: default).
   size_t reclaim_lanes = 0;
   double reclaim_gc_threshold = -1;
+  bool reclaim_sync = false;  // reclaim: the collector's --sync
 };
 
 // A record of the benchmark writers: float32 values (float64 scalars for
@@ -1325,6 +1327,7 @@ class Bench {
     }
     o.value_lanes = flags_.reclaim_lanes;
     o.gc_threshold = flags_.reclaim_gc_threshold;
+    o.sync = flags_.reclaim_sync;
     TK_ASSIGN_OR_RETURN(std::vector<Result> results, RunReclaim(o));
     for (Result& r : results) Add(std::move(r));
     return absl::OkStatus();
@@ -1677,6 +1680,8 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "tensorkeep-bench: --reclaim-lanes must be 1..256\n");
         return 2;
       }
+    } else if (arg == "--reclaim-sync") {
+      flags.reclaim_sync = true;
     } else if (arg == "--reclaim-gc-threshold") {
       if (!need("--reclaim-gc-threshold")) return 2;
       if (!absl::SimpleAtod(value, &flags.reclaim_gc_threshold) ||
