@@ -282,13 +282,12 @@ class AgentStream:
     def add_record(self, head: bytes, steps: bytes, data: Any, tail: bytes, name: str = "", step: int = -1) -> None:
         """Hands one record over: ``data`` (bytes, or a numpy array copied
         straight into the ring) and its encoded fields (see _wire)."""
-        record = head + steps + tail
         is_array = data.__class__ is np.ndarray
         n = data.nbytes if is_array else len(data)
         with self._lock:
             self._check_usable()
             if n > self._ring:
-                self._send_own_fd(record, data, n)
+                self._send_own_fd(head + steps + tail, data, n)
                 return
             pos = self._head
             off = pos % self._ring
@@ -310,7 +309,7 @@ class AgentStream:
                         del dst
                 else:
                     self._mm[start : start + n] = data
-            self._queue(_WRITE_HEAD.pack(_WRITE, 0, pos, n) + record, n)
+            self._queue(b"".join((_WRITE_HEAD.pack(_WRITE, 0, pos, n), head, steps, tail)), n)
             self._head = pos + n
 
     def _send_own_fd(self, record: bytes, data: Any, n: int) -> None:

@@ -182,6 +182,7 @@ class Writer:
         self._checked: Dict[Tuple[Any, ...], Tuple[int, bytes, Tuple[bytes, ...]]] = {}
         self._heads: Dict[Tuple[Any, ...], bytes] = {}
         self._tails: Dict[Tuple[Any, ...], bytes] = {}
+        self._steps: Tuple[int, int, bytes] = (-1, -1, b"")  # the last step's encoded step fields
         self._stream = AgentStream(
             addr.target,
             addr.trial,
@@ -268,7 +269,10 @@ class Writer:
                 tail = _wire.record_tail(has_value, (), coll)
                 if len(self._tails) < _CACHE_LIMIT:
                     self._tails[tail_key] = tail
-        self._stream.add_record(head, _wire.steps_field(step, mode_step), data, tail, name, step)
+        steps = self._steps
+        if steps[0] != step or steps[1] != mode_step:  # once a step: the same for its tensors
+            steps = self._steps = (step, mode_step, _wire.steps_field(step, mode_step))
+        self._stream.add_record(head, steps[2], data, tail, name, step)
 
     def _check_names(self, name: Any, mode: Any, collections: Any) -> Tuple[int, bytes, Tuple[bytes, ...]]:
         """Validates name, mode and collections; caches the result when hashable."""

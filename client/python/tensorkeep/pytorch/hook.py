@@ -70,6 +70,8 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Seq
 import numpy as np
 import torch
 
+from tensorkeep._dtypes import NATIVE_CODES as _NATIVE_DTYPES
+
 from ._modes import EVAL, GLOBAL, PREDICT, client_mode, mode_value
 from .collection import (
     SCALAR_COLLECTIONS,
@@ -1035,17 +1037,34 @@ class Hook:
     # Writing one tensor
     # ------------------------------------------------------------------------------------
     def _save_for_tensor(self, tname: str, value: Any) -> None:
-        plan = self._plan(tname)
+        plan = self._plans.get(tname, 0)
+        if plan == 0:
+            plan = self._plan(tname)
         if plan is _SKIP:
             return
         raw, specs, colls = plan
-        try:
-            t = _as_cpu_tensor(value)
-            arr = _to_numpy(t) if raw else None
-            reds = _reductions(t, specs) if specs else None
-        except (TypeError, ValueError, RuntimeError) as e:
-            self._warn_once(("convert", tname), "tensorkeep: cannot save %s: %s", tname, e)
-            return
+        arr = None
+        if raw and not specs and value.__class__ in _PLAIN_TENSORS:
+            # The usual case, a CPU tensor saved whole: its numpy view at once
+            # (numpy() refuses what needs the slow path: another device,
+            # sparse, bfloat16, a conjugate or negative view).
+            try:
+                arr = value.detach().numpy()
+            except (TypeError, RuntimeError):
+                pass
+            else:
+                if arr.dtype not in _NATIVE_DTYPES:  # complex, ...: the slow path says why
+                    arr = None
+        if arr is not None:
+            reds = None
+        else:
+            try:
+                t = _as_cpu_tensor(value)
+                arr = _to_numpy(t) if raw else None
+                reds = _reductions(t, specs) if specs else None
+            except (TypeError, ValueError, RuntimeError) as e:
+                self._warn_once(("convert", tname), "tensorkeep: cannot save %s: %s", tname, e)
+                return
         if reds is None and arr is None:
             return
         if self._writer is None:  # dry run
@@ -1205,6 +1224,7 @@ class Hook:
 
 
 _DDP = torch.nn.parallel.DistributedDataParallel
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _WRAPPERS = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
 
 
