@@ -13,6 +13,13 @@
 3. push with end_step: the push of 1. into a second trial with ``end_step(step)``
    after every step, as the PyTorch hook does (issue 11 measured 0.43-0.49 s for
    the default workload where the push without end_step takes 0.11 s).
+4. smdebug as a peer, in the same run, when a checkout of sagemaker-debugger
+   1.0.34 is given (``--smdebug DIR`` or $SMDEBUG_SRC; imported as
+   bench/agent_bench.py does; skipped with the reason printed otherwise): the
+   same workload through smdebug's ``FileWriter`` the way its hook writes (one
+   event file a step, with its index, into a local directory), timed until
+   the last file is closed; then smdebug's ``create_trial`` on that directory
+   and ``Tensor.values()`` of every tensor (checked bit for bit, untimed).
 
 Prints one JSON object of numbers as its last line (tensorkeep-bench parses it).
 """
@@ -38,6 +45,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--tensors", type=int, default=10)
     ap.add_argument("--elements", type=int, default=1000)
+    ap.add_argument("--smdebug", default=os.environ.get("SMDEBUG_SRC"),
+                    help="a checkout of sagemaker-debugger 1.0.34 to run as a peer (default $SMDEBUG_SRC)")
     args = ap.parse_args()
     if not (0 < args.steps <= 1_000_000 and 0 < args.tensors <= 10_000 and 0 < args.elements):
         ap.error("steps, tensors and elements must be positive (steps <= 1e6, tensors <= 1e4)")
@@ -100,7 +109,16 @@ def main() -> int:
         print(f"python_bench: the end_step trial has {len(steps_back)} steps", file=sys.stderr)
         return 1
 
+    peer = smdebug_peer(args, names, values)
+    if "smdebug_push_s" in peer:
+        peer["push_end_step_vs_smdebug"] = peer["smdebug_push_s"] / push_end_step_s
+        peer["read_vs_smdebug"] = peer["smdebug_read_s"] / read_s
+        print(f"smdebug FileWriter: push {peer['smdebug_push_s']:.3f} s, read {peer['smdebug_read_s']:.3f} s; "
+              f"tensorkeep push with end_step {push_end_step_s:.3f} s "
+              f"({peer['push_end_step_vs_smdebug']:.1f}x faster, target >= 10), "
+              f"read {read_s:.3f} s ({peer['read_vs_smdebug']:.1f}x faster, target >= 5)", file=sys.stderr)
     print(json.dumps({
+        **peer,
         "settle_s": settle_s,
         "push_end_step_s": push_end_step_s,
         "push_s": push_s,
@@ -113,6 +131,54 @@ def main() -> int:
     }))
     trial.close()
     return 0
+
+
+def smdebug_peer(args, names, values) -> dict:
+    """Step 4: smdebug's FileWriter and trial on the same workload ({} when skipped)."""
+    import shutil
+    import tempfile
+
+    from agent_bench import smdebug_import
+
+    work = tempfile.mkdtemp(prefix="tk-python-bench-smdebug-")
+    try:
+        smd, why = smdebug_import(args.smdebug, work)
+        if smd is None:
+            print(f"smdebug: skipped: {why}", file=sys.stderr)
+            return {}
+        from smdebug.core.collection_manager import CollectionManager
+        from smdebug.core.modes import ModeKeys
+        from smdebug.core.writer import FileWriter
+        from smdebug.trials import create_trial as smd_create_trial
+
+        out = os.path.join(work, "trial")
+        settle()
+        t0 = time.perf_counter()
+        for step in range(args.steps):
+            w = FileWriter(trial_dir=out, worker="worker_0", step=step)
+            for name, value in zip(names, values):
+                w.write_tensor(tdata=value, tname=name, mode=ModeKeys.TRAIN, mode_step=step)
+            w.flush()
+            w.close()
+        # What the hook writes once, and a trial waits for: the collections file.
+        cm = CollectionManager()
+        cm.get("weights").include("weight")
+        cm.set_num_workers(1)
+        cm.export(out, "worker_0_collections.json")
+        push_s = time.perf_counter() - t0
+        settle()
+        t1 = time.perf_counter()
+        trial = smd_create_trial(out)
+        got = {name: trial.tensor(name).values(mode=ModeKeys.TRAIN) for name in trial.tensor_names()}
+        read_s = time.perf_counter() - t1
+        for name, value in zip(names, values):
+            vals = got.get(name, {})
+            if len(vals) != args.steps or not all(np.array_equal(v, value) for v in vals.values()):
+                print(f"smdebug: skipped: its values() of {name} differ from what was written", file=sys.stderr)
+                return {}
+        return {"smdebug_push_s": push_s, "smdebug_read_s": read_s}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
