@@ -10,6 +10,17 @@
 // A method missing here would answer UNIMPLEMENTED even after start-up:
 // tests/server/access_test.cc calls every RPC through it.
 //
+// Why not one refusal in a server interceptor (so that a new RPC need not be
+// added here too): gRPC's server interceptors (1.51, Debian 12) cannot end a
+// call before its handler runs. Tried on a callback-API bidi stream:
+// Hijack() is client-only and asserts on a server ("call_->client_rpc_info()
+// != nullptr", grpcpp/impl/codegen/interceptor_common.h); TryCancel() at
+// POST_RECV_INITIAL_METADATA gives the client CANCELLED, not UNAVAILABLE, and
+// the handler still runs; ModifySendStatus() at PRE_SEND_STATUS can say
+// UNAVAILABLE, but only once the handler has run and finished. Nor can the
+// AuthMetadataProcessor (it refuses before the handler) do it: a plaintext
+// collector without tokens has none.
+//
 // Thread safety: Serve() once, from any thread; calls from gRPC's threads.
 #ifndef TENSORKEEP_SERVER_STARTING_SERVICE_H_
 #define TENSORKEEP_SERVER_STARTING_SERVICE_H_
