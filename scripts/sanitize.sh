@@ -28,6 +28,8 @@ rm -rf "$logs"
 mkdir -p "$logs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_stack_use_after_return=0}:log_path=$logs/asan
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}:log_path=$logs/ubsan
+# Leaks inside third-party libraries (each one explained in the file).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(pwd)/scripts/lsan.supp:print_suppressions=0}
 cd "$BUILD_DIR"
 status=0
 ctest --output-on-failure -j"$JOBS" --timeout 900 "$@" || status=$?
