@@ -32,7 +32,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}:log_pa
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(pwd)/scripts/lsan.supp:print_suppressions=0}
 cd "$BUILD_DIR"
 status=0
-ctest --output-on-failure -j"$JOBS" --timeout 900 "$@" || status=$?
+ctest --output-on-failure -j"$JOBS" "$@" || status=$?
 if compgen -G "$logs/*" >/dev/null; then
   echo "sanitize.sh: sanitizer reports (one file per process):" >&2
   for f in "$logs"/*; do echo "== $f" >&2; cat "$f" >&2; done
