@@ -399,20 +399,25 @@ absl::Status Session::NotYetDurable(absl::string_view what) const {
 
 void Session::Orphan(bool end_of_training) {
   if (orphans_ != nullptr) orphans_->fetch_add(1);
-  spdlog::warn(
-      "{}: its training process is gone with data not yet durable on the collector; pushing on "
-      "while the agent runs",
-      Name());
-  for (;;) {
+  for (bool waited = false;; waited = true) {
     const absl::Status s = WaitDurable(After(kOrphanSliceSeconds), &end_of_training);
     PublishState();
     if (s.ok()) {
-      spdlog::info("{}: everything its training process handed over is durable; closed", Name());
+      if (waited) {
+        spdlog::info("{}: everything its training process handed over is durable; closed",
+                     Name());
+      }
       break;
     }
     if (!absl::IsDeadlineExceeded(s)) {
       spdlog::error("{}: {}", Name(), std::string(s.message()));
       break;
+    }
+    if (!waited) {
+      spdlog::warn(
+          "{}: its training process is gone with data not yet durable on the collector; "
+          "pushing on while the agent runs",
+          Name());
     }
     if (stopping_ != nullptr && stopping_->load()) {
       JournalHeld();
