@@ -18,10 +18,9 @@ namespace {
 
 // How long one collector may take to say whether it holds a trial.
 constexpr double kLocateSeconds = 10;
-// A collector that did not answer at once (a fresh connection times out
-// after RECONNECT_BACKOFF_FIRST_MS, which a busy machine can exceed) is asked
-// once more, waiting this long for a connection: what a collector that is
-// down costs a walk or a listing.
+// A collector that did not answer at once (its channel in a reconnection
+// backoff, e.g. it just restarted) is asked once more, waiting this long for
+// a connection: what a collector that is down costs a walk or a listing.
 constexpr double kRetrySeconds = 2;
 
 std::chrono::system_clock::time_point Deadline(double seconds) {

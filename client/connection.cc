@@ -44,7 +44,9 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Open(const std::string& 
   // Reconnect as quickly as writers retry after a collector restart (gRPC's
   // default starts at 1 s and backs off up to 120 s); proto/limits.proto.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_FIRST_MS);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_FIRST_MS);
+  // (gRPC's "min reconnect backoff" is the time a connection attempt is
+  // given: its handshakes must fit in it.)
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, v1::RECONNECT_CONNECT_TIMEOUT_MS);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, v1::RECONNECT_BACKOFF_MAX_MS);
   // A collector that hangs (SIGSTOP, a frozen host) keeps the TCP connection
   // open: ping it and drop the connection when it does not answer, so that a

@@ -30,7 +30,9 @@ CHANNEL_OPTIONS: Tuple[Tuple[str, Any], ...] = (
     # Reconnect as quickly as writers retry after a collector restart (gRPC's
     # default starts at 1 s and backs off up to 120 s); limits.proto.
     ("grpc.initial_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_FIRST_MS),
-    ("grpc.min_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_FIRST_MS),
+    # (gRPC's "min reconnect backoff" is the time a connection attempt is
+    # given: its handshakes must fit in it.)
+    ("grpc.min_reconnect_backoff_ms", _names.RECONNECT_CONNECT_TIMEOUT_MS),
     ("grpc.max_reconnect_backoff_ms", _names.RECONNECT_BACKOFF_MAX_MS),
     # A collector that hangs (SIGSTOP, a frozen host) keeps the TCP connection
     # open: ping it, and drop the connection when it does not answer, so a

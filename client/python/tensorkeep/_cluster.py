@@ -22,10 +22,10 @@ logger = logging.getLogger("tensorkeep")
 
 # How long one collector may take to say whether it holds a trial.
 LOCATE_TIMEOUT = 10.0
-# A collector that did not answer at once (a fresh connection times out after
-# RECONNECT_BACKOFF_FIRST_MS, which a busy machine can exceed) is asked once
-# more, waiting this long for a connection: what a collector that is down
-# costs a walk or a listing (as client/cluster.cc).
+# A collector that did not answer at once (its channel in a reconnection
+# backoff, e.g. it just restarted) is asked once more, waiting this long for a
+# connection: what a collector that is down costs a walk or a listing (as
+# client/cluster.cc).
 RETRY_TIMEOUT = 2.0
 
 
