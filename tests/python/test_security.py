@@ -4,6 +4,7 @@ accepted and refused connections say why, roles and trial prefixes hold, and
 the standard health service answers without a token."""
 
 import hashlib
+import os
 import shutil
 import subprocess
 
@@ -16,7 +17,7 @@ from tensorkeep import Writer
 from tensorkeep.exceptions import CollectorUnavailable, TensorkeepError
 from tensorkeep.trials import create_trial
 
-from conftest import ServerProcess, release_clients, server_binary
+from conftest import DEFAULT_BIN_DIR, ServerProcess, release_clients, server_binary
 
 READ = "tk_py_read_token_0123456789"
 WRITE = "tk_py_write_token_0123456789"
@@ -160,3 +161,105 @@ def test_health_without_token(start, certs, tokens):
         with pytest.raises(grpc.RpcError) as e:
             ch.unary_unary("/tensorkeep.v1.TensorKeep/ListTrials")(b"", timeout=10)
         assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+class _SlowLink:
+    """A TCP proxy on loopback that holds every byte ``one_way`` seconds in each
+    direction (this kernel has no netem): a link with a round trip of twice
+    that. One thread pair a direction a connection; closed with the test."""
+
+    def __init__(self, upstream_port: int, one_way: float):
+        import socket
+        import threading
+
+        self._socket, self._threading = socket, threading
+        self.one_way = one_way
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.port = self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.conns = []
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                down, _ = self.listener.accept()
+            except OSError:  # the 0.2 s timeout, or closed
+                continue
+            up = self._socket.create_connection(self.upstream, timeout=5)
+            self.conns += [down, up]
+            for src, dst in ((down, up), (up, down)):
+                self._pipe(src, dst)
+
+    def _pipe(self, src, dst) -> None:
+        import queue
+        import time
+
+        held = queue.Queue()
+
+        def read() -> None:
+            while True:
+                try:
+                    data = src.recv(1 << 16)
+                except OSError:
+                    data = b""
+                held.put((time.monotonic() + self.one_way, data))
+                if not data:
+                    return
+
+        def write() -> None:
+            while True:
+                due, data = held.get()
+                time.sleep(max(0.0, due - time.monotonic()))
+                try:
+                    if not data:
+                        dst.shutdown(self._socket.SHUT_WR)
+                        return
+                    dst.sendall(data)
+                except OSError:
+                    return
+
+        for fn in (read, write):
+            t = self._threading.Thread(target=fn, daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.listener.close()
+        for c in self.conns:
+            try:  # wakes a thread blocked in recv on it (close alone does not)
+                c.shutdown(self._socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+        for t in self.threads:
+            t.join(timeout=5)
+
+
+def test_tls_over_a_slow_link(start, certs, tokens, tmp_path):
+    """A TLS handshake over a link with a 300 ms round trip completes (TCP and
+    TLS need a round trip each). Both clients used to give a connection attempt
+    only 100 ms -- gRPC's min_reconnect_backoff_ms is its connect timeout -- so
+    over such a link they never connected at all."""
+    s = start("--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"], "--auth-tokens", tokens)
+    link = _SlowLink(s.port, one_way=0.15)
+    try:
+        url = f"tensorkeep://127.0.0.1:{link.port}/slow-link"
+        tensorkeep.set_credentials(tls_ca=certs["ca.pem"], token=WRITE)
+        # The Python client's own channel (reads) and the agent's C++ writer.
+        _write_and_read(url)
+        # The CLI (C++ client::Connection).
+        cli = os.path.join(os.environ.get("TK_BIN_DIR", DEFAULT_BIN_DIR), "tensorkeep")
+        out = subprocess.run(
+            [cli, "--server", f"127.0.0.1:{link.port}", "--tls-ca", certs["ca.pem"], "--token", READ,
+             "steps", "slow-link"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["0"], out.stdout
+    finally:
+        link.close()
