@@ -28,6 +28,9 @@ struct Rss {
   uint64_t file = 0;  // RssFile: resident pages of mapped files (LevelDB's tables)
 };
 Rss ReadRss(pid_t pid);
+// The CPU seconds (user + system) process `pid` has used so far; 0 when it
+// cannot be read.
+double ReadCpuSeconds(pid_t pid);
 
 class Subprocess {
  public:

@@ -51,6 +51,7 @@
 #include "bench/report.h"
 #include "bench/hostile_regex.h"
 #include "bench/cluster.h"
+#include "bench/cpu_placement.h"
 #include "bench/link_latency.h"
 #include "bench/reclaim.h"
 #include "bench/soak.h"
@@ -640,7 +641,92 @@ class Bench {
         cipher_bound));
     Add(std::move(c));
 
+    TK_RETURN_IF_ERROR(SecureSplit(certs, dir + "/tokens", shape, value, rounds, client_for));
     return SecureValue(options_for, client_for);
+  }
+
+  // secure/ingest/64KiB/w4/split: the same ingest, with each collector a
+  // tensorkeep-server process on this machine's last CPU and the bench's
+  // writers on the others -- a collector on another machine, as the unit
+  // files deploy it, where the writers' sealing and the collector's opening
+  // do not take each other's cycles. Alternating rounds, best of each side,
+  // the same target. Skipped (said so) where this process may use one CPU.
+  absl::Status SecureSplit(const testing::TestCerts& certs, const std::string& tokens,
+                           const IngestShape& shape, const std::string& value, int rounds,
+                           const std::function<ClientSecurity(bool)>& client_for) {
+    const std::string name = "secure/ingest/64KiB/w4/split";
+    const std::vector<int> cpus = AllowedCpus();
+    if (cpus.size() < 2) {
+      Progress(name + ": skipped: this process may run on one CPU only");
+      return absl::OkStatus();
+    }
+    const std::vector<int> collector_cpus = {cpus.back()};
+    const std::vector<int> writer_cpus(cpus.begin(), cpus.end() - 1);
+    Progress(absl::StrCat(name, ": the collector a process on CPU ", CpuListText(collector_cpus),
+                          ", the writers on CPU ", CpuListText(writer_cpus)));
+    Throughput best_plain, best_secure;
+    for (int round = flags_.quick ? 0 : -1; round < rounds; ++round) {
+      for (const bool secure : {round % 2 != 0, round % 2 == 0}) {
+        if (round < 0 && secure) continue;
+        std::vector<std::string> args;
+        if (secure) {
+          args = {"--tls-cert", certs.server_cert, "--tls-key", certs.server_key,
+                  "--auth-tokens", tokens};
+        }
+        const std::string data = NewDir("secure-split-db");
+        ServerProcess server;
+        {
+          // The child inherits this thread's CPUs, every thread of it too.
+          TK_ASSIGN_OR_RETURN(ScopedThreadCpus pinned, ScopedThreadCpus::Pin(collector_cpus));
+          TK_ASSIGN_OR_RETURN(server, SpawnServer(flags_.server_binary, data, args));
+        }
+        absl::StatusOr<Throughput> t;
+        const double writers_before = CpuSeconds();
+        const double collector_before = ReadCpuSeconds(server.process->pid());
+        {
+          TK_ASSIGN_OR_RETURN(ScopedProcessCpus pinned, ScopedProcessCpus::Pin(writer_cpus));
+          t = TensorkeepIngest(server.address, TrialName("ingest"), shape, value, nullptr, nullptr,
+                               client_for(secure));
+        }
+        const double writers_cpu = CpuSeconds() - writers_before;
+        const double collector_cpu = ReadCpuSeconds(server.process->pid()) - collector_before;
+        server.process->Signal(SIGTERM);
+        server.process->Wait(30);
+        std::error_code ec;
+        fs::remove_all(data, ec);
+        if (!t.ok()) return t.status();
+        if (round < 0) {
+          Progress(absl::StrFormat("warm-up (untimed) plaintext: %.1f MB/s", t->MBps()));
+          continue;
+        }
+        // Which side the ingest keeps busy: the one near 1.0 sets the pace.
+        const double gb = static_cast<double>(t->bytes) / 1e9;
+        Progress(absl::StrFormat(
+            "round %d %s: %.1f MB/s; CPU-s/GB writers %.2f, collector %.2f; "
+            "busy writers %.2f, collector %.2f",
+            round + 1, secure ? "TLS + tokens" : "plaintext", t->MBps(), writers_cpu / gb,
+            collector_cpu / gb, writers_cpu / t->seconds, collector_cpu / t->seconds));
+        Throughput& best = secure ? best_secure : best_plain;
+        if (t->PerSecond() > best.PerSecond()) best = *t;
+      }
+    }
+    Result r;
+    r.name = name;
+    r.unit = "MB/s";
+    r.value = best_secure.MBps();
+    r.figure_text =
+        absl::StrFormat("%.1f MB/s %.0f rec/s", best_secure.MBps(), best_secure.PerSecond());
+    r.baseline_name = "plaintext, no tokens, same placement";
+    r.baseline = best_plain.MBps();
+    r.baseline_text = absl::StrFormat("%.1f MB/s", best_plain.MBps());
+    r.extra = {{"MBps", best_secure.MBps()},
+               {"plaintext_MBps", best_plain.MBps()},
+               {"rounds", static_cast<double>(rounds)},
+               {"collector_cpu", static_cast<double>(collector_cpus.front())}};
+    r.target = ">= 0.80x plaintext";
+    r.Judge(r.ratio() >= 0.8);
+    Add(std::move(r));
+    return absl::OkStatus();
   }
 
   // secure/value/64KiB (see Secure()).
