@@ -56,44 +56,39 @@ std::vector<int> AllowedCpus() {
   return out;
 }
 
-absl::StatusOr<ScopedThreadCpus> ScopedThreadCpus::Pin(const std::vector<int>& cpus) {
-  ScopedThreadCpus out;
-  if (sched_getaffinity(0, sizeof(out.saved_), &out.saved_) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("sched_getaffinity: ", strerror(errno)));
-  }
-  if (absl::Status s = SetThreadMask(0, MaskOf(cpus)); !s.ok()) return s;
-  out.active_ = true;
-  return out;
+absl::StatusOr<ScopedCpus> ScopedCpus::PinThread(const std::vector<int>& cpus) {
+  return Pin(cpus, /*whole_process=*/false);
 }
 
-ScopedThreadCpus::ScopedThreadCpus(ScopedThreadCpus&& other) noexcept
-    : saved_(other.saved_), active_(other.active_) {
-  other.active_ = false;
+absl::StatusOr<ScopedCpus> ScopedCpus::PinProcess(const std::vector<int>& cpus) {
+  return Pin(cpus, /*whole_process=*/true);
 }
 
-ScopedThreadCpus::~ScopedThreadCpus() {
-  if (active_) (void)sched_setaffinity(0, sizeof(saved_), &saved_);
-}
-
-absl::StatusOr<ScopedProcessCpus> ScopedProcessCpus::Pin(const std::vector<int>& cpus) {
-  ScopedProcessCpus out;
+absl::StatusOr<ScopedCpus> ScopedCpus::Pin(const std::vector<int>& cpus, bool whole_process) {
+  ScopedCpus out;
   if (sched_getaffinity(0, sizeof(out.saved_), &out.saved_) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("sched_getaffinity: ", strerror(errno)));
   }
   const cpu_set_t set = MaskOf(cpus);
   if (absl::Status s = SetThreadMask(0, set); !s.ok()) return s;
-  ForEachThread(set);
+  if (whole_process) ForEachThread(set);
+  out.whole_process_ = whole_process;
   out.active_ = true;
   return out;
 }
 
-ScopedProcessCpus::ScopedProcessCpus(ScopedProcessCpus&& other) noexcept
-    : saved_(other.saved_), active_(other.active_) {
+ScopedCpus::ScopedCpus(ScopedCpus&& other) noexcept
+    : saved_(other.saved_), whole_process_(other.whole_process_), active_(other.active_) {
   other.active_ = false;
 }
 
-ScopedProcessCpus::~ScopedProcessCpus() {
-  if (active_) ForEachThread(saved_);
+ScopedCpus::~ScopedCpus() {
+  if (!active_) return;
+  if (whole_process_) {
+    ForEachThread(saved_);
+  } else {
+    (void)sched_setaffinity(0, sizeof(saved_), &saved_);
+  }
 }
 
 std::string CpuListText(const std::vector<int>& cpus) { return absl::StrJoin(cpus, ","); }

@@ -2,7 +2,7 @@
 // collector's process on one CPU, the clients on the others, so that neither
 // takes the other's cycles (a collector on another machine, as deployed).
 //
-// Linux only (sched_setaffinity); a thread created later inherits the mask of
+// Linux only (sched_setaffinity). A thread created later inherits the mask of
 // the thread that creates it, so a process spawned while the calling thread is
 // pinned starts pinned, all of its threads included.
 #ifndef TENSORKEEP_BENCH_CPU_PLACEMENT_H_
@@ -21,36 +21,28 @@ namespace bench {
 // The CPUs this thread may run on, ascending.
 std::vector<int> AllowedCpus();
 
-// Pins the calling thread to `cpus` until destroyed, then restores its mask.
-class ScopedThreadCpus {
+// Pins threads to a set of CPUs until destroyed, then gives them back the
+// calling thread's mask from before.
+class ScopedCpus {
  public:
-  static absl::StatusOr<ScopedThreadCpus> Pin(const std::vector<int>& cpus);
-  ScopedThreadCpus(ScopedThreadCpus&& other) noexcept;
-  ScopedThreadCpus& operator=(ScopedThreadCpus&&) = delete;
-  ~ScopedThreadCpus();
+  // The calling thread only.
+  static absl::StatusOr<ScopedCpus> PinThread(const std::vector<int>& cpus);
+  // Every thread of this process; restores every thread it has by then.
+  static absl::StatusOr<ScopedCpus> PinProcess(const std::vector<int>& cpus);
+
+  ScopedCpus(ScopedCpus&& other) noexcept;
+  ScopedCpus& operator=(ScopedCpus&&) = delete;
+  ~ScopedCpus();
 
  private:
-  ScopedThreadCpus() = default;
+  static absl::StatusOr<ScopedCpus> Pin(const std::vector<int>& cpus, bool whole_process);
+  ScopedCpus() = default;
   cpu_set_t saved_;
+  bool whole_process_ = false;
   bool active_ = false;
 };
 
-// Pins every thread of this process to `cpus` until destroyed, then gives
-// every thread it has then the mask the calling thread had before.
-class ScopedProcessCpus {
- public:
-  static absl::StatusOr<ScopedProcessCpus> Pin(const std::vector<int>& cpus);
-  ScopedProcessCpus(ScopedProcessCpus&& other) noexcept;
-  ScopedProcessCpus& operator=(ScopedProcessCpus&&) = delete;
-  ~ScopedProcessCpus();
-
- private:
-  ScopedProcessCpus() = default;
-  cpu_set_t saved_;
-  bool active_ = false;
-};
-
-// "0" or "0,2-3": for messages.
+// "0" or "0,2,3": for messages.
 std::string CpuListText(const std::vector<int>& cpus);
 
 }  // namespace bench
