@@ -230,6 +230,7 @@ class _SlowLink:
     def close(self) -> None:
         self.stopping.set()
         self.listener.close()
+        self.threads[0].join(timeout=5)  # accepts no more: self.conns is final
         for c in self.conns:
             try:  # wakes a thread blocked in recv on it (close alone does not)
                 c.shutdown(self._socket.SHUT_RDWR)
