@@ -13,12 +13,13 @@ namespace tensorkeep {
 
 ValueStreamReactor::ValueStreamReactor(grpc::CallbackServerContext* context, Collector* collector,
                                        std::shared_ptr<Trial> trial, std::string tensor,
-                                       std::vector<Trial::Located> where)
+                                       std::vector<Trial::Located> where, bool packed)
     : context_(context),
       collector_(collector),
       trial_(std::move(trial)),
       tensor_(std::move(tensor)),
-      where_(std::move(where)) {
+      where_(std::move(where)),
+      packed_(packed) {
   header_sent_ = true;  // no current value yet
   ScheduleNext();
 }
@@ -96,6 +97,30 @@ void ValueStreamReactor::EmitWhole(v1::TensorValue* v) {
   }
 }
 
+bool ValueStreamReactor::Pack(size_t values_left) {
+  const auto& w = current_.where;
+  const auto& shape = current_.meta.shape();
+  if (w.worker != message_.worker() || static_cast<int>(w.info.mode) != message_.mode() ||
+      current_.meta.dtype() != message_.dtype() || total_ != message_.value_size() ||
+      shape.size() != message_.shape_size() ||
+      !std::equal(shape.begin(), shape.end(), message_.shape().begin())) {
+    return false;
+  }
+  std::string* data = message_.mutable_data();
+  if (message_.packed_steps_size() == 0) {
+    // Room for as many of the values left as fit in a message: no regrowth.
+    const size_t fit = std::min(kBatchBytes / std::max<size_t>(total_, 1), values_left + 1);
+    data->reserve(std::min(kBatchBytes, data->size() + fit * total_));
+  }
+  data->append(current_.data);
+  message_.add_packed_steps(w.global_step);
+  message_.add_packed_mode_steps(w.info.mode_step);
+  current_.data.clear();
+  header_sent_ = true;
+  offset_ = total_;
+  return true;
+}
+
 void ValueStreamReactor::Next() {
   // Move on to the next value when the current one is fully sent.
   if (header_sent_ && offset_ >= total_) {
@@ -116,6 +141,12 @@ void ValueStreamReactor::Next() {
     while (bytes < kBatchBytes && next_value_ < where_.size()) {
       if (!LoadNext()) return;
       if (bytes + total_ > kBatchBytes) break;  // goes in the next message
+      if (packed_) {
+        // Unlike values start the next message.
+        if (!Pack(where_.size() - next_value_)) break;
+        bytes += total_ + 16;
+        continue;
+      }
       v1::TensorValue* v = message_.add_batched();
       EmitWhole(v);
       bytes += v->data().size() + 64;

@@ -39,11 +39,14 @@ inline constexpr size_t kChunkBytes = 4u << 20;
 inline constexpr size_t kBatchBytes = 1u << 20;
 
 // Streams saved values. `trial` and `tensor` name what `where` locates.
+// With `packed` (TensorValuesRequest.packed), small values that share their
+// first one's worker, mode, dtype and shape go as one byte string per message
+// (TensorValue.packed_steps) instead of a message each (`batched`).
 class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
  public:
   ValueStreamReactor(grpc::CallbackServerContext* context, Collector* collector,
                      std::shared_ptr<Trial> trial, std::string tensor,
-                     std::vector<Trial::Located> where);
+                     std::vector<Trial::Located> where, bool packed = false);
   void OnWriteDone(bool ok) override;
   void OnDone() override { delete this; }
 
@@ -61,6 +64,9 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
   bool ReadPiece(size_t n, std::string* out);
   // Moves current_ (whole) into `v` as a complete value.
   void EmitWhole(v1::TensorValue* v);
+  // Appends current_ (whole, small) to message_'s packed values if it shares
+  // their worker, mode, dtype and shape; false (nothing done) otherwise.
+  bool Pack(size_t values_left);
   // Sends message_; the last message goes with the call's status in one
   // operation (no OnWriteDone round before Finish: a single GetValue is one
   // write instead of a write, a callback and a finish).
@@ -71,6 +77,7 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
   std::shared_ptr<Trial> trial_;
   std::string tensor_;
   std::vector<Trial::Located> where_;
+  const bool packed_;
   size_t next_value_ = 0;
   Collector::Value current_;
   // The current value's bytes when it is streamed from the store, or null

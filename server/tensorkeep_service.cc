@@ -345,7 +345,7 @@ grpc::ServerWriteReactor<v1::TensorValue>* TensorKeepService::GetValues(
   }();
   if (!located.ok()) return new FailedWriteReactor<v1::TensorValue>(context, located.status());
   return new ValueStreamReactor(context, collector_, located->first, request->tensor(),
-                                std::move(located->second));
+                                std::move(located->second), request->packed());
 }
 
 grpc::ServerUnaryReactor* TensorKeepService::TensorWorkers(grpc::CallbackServerContext* context,

@@ -8,7 +8,7 @@ value reads back as the float32 array it stands for (exactly).
 """
 
 import numbers
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -152,3 +152,31 @@ def from_wire(code: int, shape: Sequence[int], data: Any) -> np.ndarray:
             f"corrupt value on the wire: {len(data)} bytes for shape {tuple(shape)} of {dt}"
         ) from None
     return arr if isinstance(data, bytearray) else arr.copy()
+
+
+def split_wire(code: int, shape: Sequence[int], data: Any, count: int) -> List[np.ndarray]:
+    """Returns ``count`` new, independent, writable arrays of dtype ``code`` and
+    ``shape`` from ``data``, which holds their bytes one value after another
+    (a packed GetValues message).
+
+    Raises ValueError when the size of ``data`` does not match.
+    """
+    shape = tuple(int(d) for d in shape)
+    if count <= 0:
+        return []
+    if len(data) % count:
+        raise ValueError(f"corrupt packed values on the wire: {len(data)} bytes for {count} values")
+    size = len(data) // count
+    dt = _PB_TO_NP.get(code)
+    if dt is None:  # bfloat16 (widened to float32) or unknown: one value at a time
+        view = memoryview(data)
+        return [from_wire(code, shape, view[i * size : (i + 1) * size]) for i in range(count)]
+    per = 1
+    for d in shape:
+        per *= d
+    if per * dt.itemsize != size or min(shape, default=0) < 0:
+        raise ValueError(f"corrupt value on the wire: {size} bytes for shape {shape} of {dt}")
+    rows = np.frombuffer(data, dtype=dt).reshape((count,) + shape)
+    if not shape:  # iterating gives numpy scalars: make 0-d arrays of them
+        return [np.array(v) for v in rows]
+    return [r.copy() for r in rows]  # each its own memory

@@ -78,7 +78,7 @@ class Tensor:
         value = None
         # Read the stream to its end (one value), so the call completes rather
         # than being cancelled half-way.
-        for _, arr in self._decode(self.trial._stream("GetValue", req, bulk=True), ctx):
+        for _, _, arr in self._decode(self.trial._stream("GetValue", req, bulk=True), ctx):
             if value is None:
                 value = arr
         if value is None:
@@ -100,12 +100,13 @@ class Tensor:
             worker=_check_worker(worker),
             range_begin=t._range_begin,
             range_end=t._range_end,
+            packed=True,
         )
         by_mode_step = mode != ModeKeys.GLOBAL
         out: Dict[int, np.ndarray] = {}
         ctx = dict(mode=mode, worker=worker)
-        for h, arr in self._decode(t._stream("GetValues", req, bulk=True), ctx):
-            out[h.mode_step if by_mode_step else h.step] = arr
+        for step, mode_step, arr in self._decode(t._stream("GetValues", req, bulk=True), ctx):
+            out[mode_step if by_mode_step else step] = arr
         if not t.dynamic_refresh:  # inside no_refresh: the steps seen at the last refresh
             frozen = set(self.steps(mode))
             out = {s: v for s, v in out.items() if s in frozen}
@@ -272,11 +273,12 @@ class Tensor:
         except TrialNotFound:
             raise TensorUnavailable(self.name) from None
 
-    def _decode(self, stream: Any, ctx: Dict[str, Any]) -> Iterator[Tuple[Any, np.ndarray]]:
-        """Yields (header message, array) for each value of a GetValue/GetValues stream.
+    def _decode(self, stream: Any, ctx: Dict[str, Any]) -> Iterator[Tuple[int, int, np.ndarray]]:
+        """Yields (step, mode step, array) for each value of a GetValue/GetValues stream.
 
         A value is a header message with its first bytes, followed by messages
-        carrying only data until ``value_size`` bytes have arrived.
+        carrying only data until ``value_size`` bytes have arrived; or a
+        complete value with further ones packed after it (``packed_steps``).
         """
         from_wire = _dtypes.from_wire
         head = None
@@ -289,8 +291,20 @@ class Tensor:
                     if head is not None:
                         raise TensorkeepError(f"truncated value of {self.name} at step {head.step}")
                     size = m.value_size
+                    packed = m.packed_steps
+                    if packed:
+                        count = 1 + len(packed)
+                        if len(data) != count * size or len(m.packed_mode_steps) != len(packed):
+                            raise TensorkeepError(
+                                f"corrupt packed values of {self.name} from step {m.step}: "
+                                f"{len(data)} bytes for {count} values of {size}"
+                            )
+                        arrays = _dtypes.split_wire(m.dtype, m.shape, data, count)
+                        yield m.step, m.mode_step, arrays[0]
+                        yield from zip(packed, m.packed_mode_steps, arrays[1:])
+                        continue
                     if len(data) >= size:
-                        yield m, from_wire(m.dtype, m.shape, data)
+                        yield m.step, m.mode_step, from_wire(m.dtype, m.shape, data)
                         continue
                     head, buf, filled = m, bytearray(size), len(data)
                     buf[:filled] = data
@@ -303,7 +317,7 @@ class Tensor:
                     buf[filled:end] = data
                     filled = end
                 if head is not None and filled == len(buf):
-                    yield head, from_wire(head.dtype, head.shape, buf)
+                    yield head.step, head.mode_step, from_wire(head.dtype, head.shape, buf)
                     head, buf = None, None
         except grpc.RpcError as e:
             err = _errors.translate(
