@@ -288,15 +288,18 @@ bool ValueLog::FileHolds(const storage::ValueRef& ref) const {
 
 namespace {
 
-// Reads `n` bytes at `offset` of `file` into `out` (resized to n).
+// Reads `n` bytes at `offset` of `file` into `out` (resized to n). `name`
+// gives the file's name for an error (only then: formatting it costs as
+// much as a small read's checksum).
 absl::Status ReadAt(leveldb::RandomAccessFile* file, uint64_t offset, size_t n, std::string* out,
-                    const std::function<absl::Status()>& truncated, const std::string& name) {
+                    const std::function<absl::Status()>& truncated,
+                    const std::function<std::string()>& name) {
   out->resize(n);
   leveldb::Slice got;
   leveldb::Status s = file->Read(offset, n, &got, out->data());
   if (!s.ok()) {
     return absl::DataLossError(
-        absl::StrCat("reading ", n, " bytes at offset ", offset, " of ", name, ": ", s.ToString()));
+        absl::StrCat("reading ", n, " bytes at offset ", offset, " of ", name(), ": ", s.ToString()));
   }
   if (got.size() != n) return truncated();
   if (got.data() != out->data()) std::memcpy(out->data(), got.data(), got.size());
@@ -324,7 +327,7 @@ absl::Status ValueLog::Cursor::Read(size_t max_bytes, std::string* out) {
   const size_t n = static_cast<size_t>(std::min<uint64_t>(max_bytes, remaining()));
   TK_RETURN_IF_ERROR(ReadAt(
       file_.get(), ref_.offset() + done_, n, out, [&] { return log_->Truncated(ref_); },
-      log_->FileName(ref_.file())));
+      [&] { return log_->FileName(ref_.file()); }));
   crc_ = libdeflate_crc32(crc_, out->data(), out->size());
   done_ += n;
   if (done_ == ref_.size() && crc_ != ref_.crc32()) return log_->Damaged(ref_);
