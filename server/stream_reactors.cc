@@ -1,9 +1,12 @@
 #include "server/stream_reactors.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/errors.h"
 #include "server/grpc_status.h"
 
@@ -32,12 +35,80 @@ void ValueStreamReactor::ScheduleNext() {
   if (!queued.ok()) Finish(ToGrpcStatus(queued, context_));
 }
 
+namespace {
+
+// The reads of one ReadAhead, shared with the helper task (which may run
+// after the reactor is gone: it holds this, the trial, nothing of the call).
+struct ReadAheadJob {
+  Collector* collector;
+  std::shared_ptr<Trial> trial;
+  std::string tensor;
+  std::vector<Trial::Located> where;
+  std::vector<std::optional<absl::StatusOr<Collector::Value>>> out;
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> bytes{0};  // of small values loaded
+  absl::Mutex mu;
+  size_t done ABSL_GUARDED_BY(mu) = 0;
+
+  // Reads values until none is left to take.
+  void Work() {
+    for (size_t i = next.fetch_add(1); i < where.size(); i = next.fetch_add(1)) {
+      absl::StatusOr<Collector::Value> v = collector->ReadRecord(*trial, tensor, where[i]);
+      if (v.ok() && !v->data_loaded && v->meta.has_value() && v->meta.value_size() <= kChunkBytes) {
+        // Small values' bytes too, up to kBatchBytes; the rest are read when
+        // their turn comes, as without read-ahead.
+        const size_t size = v->meta.value_size();
+        if (bytes.fetch_add(size) + size <= kBatchBytes) {
+          absl::Status loaded = collector->LoadValue(*trial, &*v);
+          if (!loaded.ok()) v = loaded;
+        } else {
+          bytes.fetch_sub(size);
+        }
+      }
+      absl::MutexLock lock(&mu);
+      out[i] = std::move(v);
+      ++done;
+    }
+  }
+};
+
+}  // namespace
+
+void ValueStreamReactor::ReadAhead() {
+  const size_t n = std::min(kReadAheadValues, where_.size() - next_value_);
+  auto job = std::make_shared<ReadAheadJob>();
+  job->collector = collector_;
+  job->trial = trial_;
+  job->tensor = tensor_;
+  job->where.assign(where_.begin() + next_value_, where_.begin() + next_value_ + n);
+  job->out.resize(n);
+  // A full queue only means this thread reads them all.
+  if (n > 1) collector_->executor()->Schedule([job] { job->Work(); }).IgnoreError();
+  job->Work();
+  {
+    absl::MutexLock lock(&job->mu);
+    job->mu.Await(absl::Condition(
+        +[](ReadAheadJob* j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(j->mu) { return j->done == j->out.size(); },
+        job.get()));
+  }
+  size_t bytes = 0;
+  for (auto& v : job->out) {
+    if (v->ok() && (*v)->data_loaded) bytes += (*v)->data.size();
+    ready_.push_back(std::move(*v));
+  }
+  ready_held_ = collector_->memory()->Hold(bytes);
+}
+
 bool ValueStreamReactor::LoadNext() {
   if (next_value_ >= where_.size()) {
     Finish(grpc::Status::OK);
     return false;
   }
-  auto record = collector_->ReadRecord(*trial_, tensor_, where_[next_value_++]);
+  if (ready_.empty()) ReadAhead();
+  absl::StatusOr<Collector::Value> record = std::move(ready_.front());
+  ready_.pop_front();
+  ++next_value_;
+  if (ready_.empty()) ready_held_.Release();
   if (!record.ok()) return Fail(record.status());
   current_ = std::move(*record);
   reader_.reset();

@@ -3,7 +3,9 @@
 //    value in chunks of at most kChunkBytes so no message nears gRPC limits;
 //    values are read on the Collector's executor, never in a reaction, and a
 //    large value is read chunk by chunk as the client takes them (a call
-//    holds at most one chunk, counted in the memory budget).
+//    holds at most one chunk, counted in the memory budget). Small values
+//    are read ahead, up to kReadAheadValues and kBatchBytes, by two
+//    executor threads when both are free (ReadAhead).
 //  - WaitReactor: WaitForSteps, finished by a commit that decides it, by its
 //    timeout (a grpc::Alarm) or by cancellation.
 //  - WatchStepsReactor / WatchRulesReactor: send what is new after each
@@ -20,6 +22,7 @@
 
 #include <grpcpp/alarm.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +40,9 @@ namespace tensorkeep {
 inline constexpr size_t kChunkBytes = 4u << 20;
 // Small values are packed into messages of up to this size.
 inline constexpr size_t kBatchBytes = 1u << 20;
+// Values a GetValues call reads ahead at once, two executor threads sharing
+// the reads (their bytes at most kBatchBytes, counted in the memory budget).
+inline constexpr size_t kReadAheadValues = 128;
 
 // Streams saved values. `trial` and `tensor` name what `where` locates.
 // With `packed` (TensorValuesRequest.packed), small values that share their
@@ -57,6 +63,12 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
   // Reads the next value into current_ (a large one: opens reader_ on it);
   // false (and the call finished) when there is none or it cannot be read.
   bool LoadNext();
+  // Reads the next values (up to kReadAheadValues, their small values'
+  // bytes up to kBatchBytes) into ready_: this thread and, when one is free,
+  // another executor thread read them, each taking the next unread one. Only
+  // this thread waits, and only for values the other one has taken: a busy
+  // executor never blocks it.
+  void ReadAhead();
   // Finishes the call with `status`; false.
   bool Fail(const absl::Status& status);
   // The next `n` bytes of the current value into `out`; false (and the call
@@ -79,6 +91,9 @@ class ValueStreamReactor : public grpc::ServerWriteReactor<v1::TensorValue> {
   std::vector<Trial::Located> where_;
   const bool packed_;
   size_t next_value_ = 0;
+  // Records read ahead (ReadAhead), for where_[next_value_...], in order.
+  std::deque<absl::StatusOr<Collector::Value>> ready_;
+  MemoryBudget::Reservation ready_held_;  // the bytes of ready_
   Collector::Value current_;
   // The current value's bytes when it is streamed from the store, or null
   // (they are in current_.data).
