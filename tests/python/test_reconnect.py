@@ -132,11 +132,14 @@ def test_writer_survives_sigterm_and_kill_9_restarts(server, trial_url):
         if how is not None:
             # Restart once this collector acknowledged recent steps, so that
             # every restart interrupts a live stream with more queued behind it.
+            # (Each restart has 25 s of its own from the previous one: recovery
+            # takes longer as the data grows, several times longer under ASan.)
             while w.committed_through < s - 20 and time.monotonic() < deadline:
                 time.sleep(0.002)
             assert time.monotonic() < deadline, f"no progress before the restart at step {s}"
             (server.stop if how == "term" else server.kill)()
             server.start(port=server.port)
+            deadline = time.monotonic() + 25
         for name, v in _step_values(s).items():
             w.write_tensor(name, v, step=s)
         w.end_step(s)
