@@ -21,7 +21,20 @@ google::protobuf::ArenaOptions RequestArenaOptions(char* first_block) {
   return o;
 }
 
+// PushReactor::SetHandledHookForTesting's hook (set while no stream runs).
+std::atomic<bool> handled_hook_set{false};
+std::function<void(uint64_t)>& HandledHook() {
+  static auto* hook = new std::function<void(uint64_t)>();
+  return *hook;
+}
+
 }  // namespace
+
+void PushReactor::SetHandledHookForTesting(std::function<void(uint64_t seq)> hook) {
+  handled_hook_set.store(false);
+  HandledHook() = std::move(hook);
+  handled_hook_set.store(static_cast<bool>(HandledHook()));
+}
 
 bool PushStreams::Add(const std::shared_ptr<Guard>& guard) {
   active_.fetch_add(1);
@@ -152,6 +165,11 @@ void PushReactor::OnReadDone(bool ok) {
         drop = true;
         reading_ = false;
         action = NextActionsLocked();
+      } else {
+        // From here until the write (if any) is in inflight_, a failed
+        // commit or a drain on another thread must not finish the stream:
+        // the write's callback would reach a deleted reactor.
+        handling_ = true;
       }
     }
     if (drop) {
@@ -174,8 +192,10 @@ void PushReactor::OnReadDone(bool ok) {
         }
       });
     }
+    if (handled_hook_set.load(std::memory_order_relaxed)) HandledHook()(seq);
     absl::MutexLock lock(&mu_);
     reading_ = false;
+    handling_ = false;
     partial_from_ = session_.partial_from();
     if (!outcome.ok()) {
       spdlog::warn("Push from {}: rejected message {}: {}", context_->peer(), seq,
@@ -298,7 +318,7 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
     }
   }
   if (reads_done_) {
-    if (inflight_.empty() && !writing_) {
+    if (inflight_.empty() && !writing_ && !handling_) {
       finished_ = true;
       a.finish = true;
       a.status = absl::IsCancelled(error_) ? absl::OkStatus() : error_;

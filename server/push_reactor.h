@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -87,6 +88,11 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   void OnWriteDone(bool ok) override;
   void OnDone() override;
 
+  // Tests only: `hook` runs on every stream after each message is handled,
+  // before its write is submitted (outside the reactor's lock), with the
+  // message's seq; an empty function removes it. Set it while no stream runs.
+  static void SetHandledHookForTesting(std::function<void(uint64_t seq)> hook);
+
  private:
   // What to do after a state change, decided under mu_ and done outside it.
   // Act() starts the read before the write and touches nothing after its
@@ -148,6 +154,9 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   uint64_t acked_sent_ ABSL_GUARDED_BY(mu_) = 0;
   bool ack_wanted_ ABSL_GUARDED_BY(mu_) = false;
   bool reading_ ABSL_GUARDED_BY(mu_) = true;
+  // OnReadDone is handling a message outside mu_ and may submit a write that
+  // calls back into this reactor: it must not finish (and be deleted) before.
+  bool handling_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -2,6 +2,7 @@
 // only once its data is durable — never a record still waiting for its
 // chunks, never a write that failed or anything after it — and a stream
 // never ends with OK when the collector did not take all it was sent.
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "leveldb/helpers/memenv.h"
 #include "server/collector_server.h"
+#include "server/push_reactor.h"
 #include "tests/server/test_server.h"
 #include "tests/storage/fault_env.h"
 
@@ -213,6 +215,51 @@ TEST_F(PushAckTest, AMessageThatCannotBeParsedEndsTheStreamWithAnError) {
   EXPECT_FALSE(status.ok()) << "the stream ended OK though a record was dropped";
   EXPECT_EQ(s->acked, 3u);
   EXPECT_EQ(ValueOf("x", 0), Float32Record("x", 0, 16, 1).data());
+}
+
+// A stream told to end (here: its trial deleted) while it is handling a
+// message it has read ends only after that message's write is back from the
+// committer. It used to end at once: gRPC then deleted the reactor, and the
+// write's completion called into freed memory (found by ASan: a failed
+// commit during the next message, python_test_full_disk).
+TEST_F(PushAckTest, AStreamEndsOnlyAfterTheMessageItIsHandlingIsWritten) {
+  auto s = OpenStream();
+  ASSERT_TRUE(s->Send(Records({Float32Record("x", 0, 16, 1)})));
+  ASSERT_EQ(s->Flush(), 3u);
+  // The client sees the stream end on this thread.
+  std::atomic<bool> ended{false};
+  std::thread reader([&] {
+    v1::PushResponse ack;
+    while (s->stream->Read(&ack)) {
+    }
+    ended = true;
+  });
+  std::atomic<bool> hooked{false};
+  std::atomic<bool> ended_while_handling{false};
+  PushReactor::SetHandledHookForTesting([&](uint64_t seq) {
+    if (seq != 4) return;
+    hooked = true;
+    grpc::ClientContext ctx;
+    v1::DeleteTrialRequest del;
+    del.set_trial("t");
+    v1::DeleteTrialResponse reply;
+    EXPECT_TRUE(connection_->stub()->DeleteTrial(&ctx, del, &reply).ok());
+    // Give a wrongly finished stream the time to reach the client.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!ended && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ended_while_handling = ended.load();
+  });
+  ASSERT_TRUE(s->Send(Records({Float32Record("x", 1, 16, 2)})));  // seq 4
+  s->stream->WritesDone();
+  reader.join();
+  PushReactor::SetHandledHookForTesting(nullptr);
+  const grpc::Status status = s->stream->Finish();
+  ASSERT_TRUE(hooked) << "message 4 was never handled";
+  EXPECT_FALSE(ended_while_handling) << "the stream ended while message 4 was being handled";
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("deleted")) << status.error_message();
 }
 
 TEST_F(PushAckTest, ASecondLiveStreamForOneWorkerIsRefusedWithAClearMessage) {
