@@ -11,42 +11,56 @@ void StepTracker::DeclareWorkers(uint32_t n) {
 
 void StepTracker::Grow(int id) {
   if (id >= static_cast<int>(committed_.size())) {
+    for (int i = static_cast<int>(committed_.size()); i <= id; ++i) {
+      active_committed_.insert(kNone);  // a new worker is ACTIVE with nothing committed
+    }
     committed_.resize(id + 1, kNone);
     states_.resize(id + 1, WorkerState::kActive);
   }
 }
 
-void StepTracker::Commit(int id, int64_t through) {
+template <typename F>
+void StepTracker::Change(int id, F change) {
   Grow(id);
-  committed_[id] = std::max(committed_[id], through);
+  if (states_[id] == WorkerState::kActive) {
+    active_committed_.erase(active_committed_.find(committed_[id]));
+  }
+  change();
+  if (states_[id] == WorkerState::kActive) active_committed_.insert(committed_[id]);
+  // Never lowered: a restarted worker's steps stay visible as incomplete.
+  any_committed_ = std::max(any_committed_, committed_[id]);
   Recompute();
+}
+
+void StepTracker::Commit(int id, int64_t through) {
+  Change(id, [&] { committed_[id] = std::max(committed_[id], through); });
 }
 
 void StepTracker::Finish(int id) {
-  Grow(id);
-  committed_[id] = kAll;
-  states_[id] = WorkerState::kClosed;
-  Recompute();
+  Change(id, [&] {
+    committed_[id] = kAll;
+    states_[id] = WorkerState::kClosed;
+  });
 }
 
 void StepTracker::Lose(int id) {
-  Grow(id);
-  if (states_[id] == WorkerState::kActive) states_[id] = WorkerState::kLost;
-  Recompute();
+  Change(id, [&] {
+    if (states_[id] == WorkerState::kActive) states_[id] = WorkerState::kLost;
+  });
 }
 
 void StepTracker::Reactivate(int id) {
-  Grow(id);
-  if (states_[id] == WorkerState::kLost) states_[id] = WorkerState::kActive;
-  Recompute();
+  Change(id, [&] {
+    if (states_[id] == WorkerState::kLost) states_[id] = WorkerState::kActive;
+  });
 }
 
 void StepTracker::Restart(int id) {
-  Grow(id);
   // complete_through_ only grows (Recompute): the steps complete now stay so.
-  committed_[id] = kNone;
-  states_[id] = WorkerState::kActive;
-  Recompute();
+  Change(id, [&] {
+    committed_[id] = kNone;
+    states_[id] = WorkerState::kActive;
+  });
 }
 
 void StepTracker::RaiseFloor(int64_t through) {
@@ -71,22 +85,15 @@ WorkerState StepTracker::state(int id) const {
 }
 
 void StepTracker::Recompute() {
-  // Never lowered: a restarted worker's steps stay visible as incomplete.
-  for (int64_t c : committed_) any_committed_ = std::max(any_committed_, c);
   const bool all_seen = committed_.size() >= declared_;
-  const bool any_active = std::any_of(states_.begin(), states_.end(),
-                                      [](WorkerState s) { return s == WorkerState::kActive; });
+  const bool any_active = !active_committed_.empty();
   if (all_seen && !any_active && !committed_.empty()) ended_ = true;
   if (ended_) {
     complete_through_ = kAll;
     return;
   }
   if (!all_seen || !any_active) return;  // completeness never goes back
-  int64_t through = kAll;
-  for (size_t i = 0; i < committed_.size(); ++i) {
-    if (states_[i] == WorkerState::kActive) through = std::min(through, committed_[i]);
-  }
-  complete_through_ = std::max(complete_through_, through);
+  complete_through_ = std::max(complete_through_, *active_committed_.begin());
 }
 
 }  // namespace tensorkeep

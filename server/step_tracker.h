@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <vector>
 
 namespace tensorkeep {
@@ -70,10 +71,18 @@ class StepTracker {
 
  private:
   void Grow(int id);
+  // Changes worker `id` with `change` (which sets committed_[id] and
+  // states_[id]), keeping active_committed_ and any_committed_ in step.
+  template <typename F>
+  void Change(int id, F change);
   void Recompute();
 
   std::vector<int64_t> committed_;   // by worker id
   std::vector<WorkerState> states_;  // by worker id
+  // committed_ of the ACTIVE workers: their least is what is complete, in
+  // O(log n) a change rather than a walk over every worker (a trial may
+  // have tens of thousands).
+  std::multiset<int64_t> active_committed_;
   uint32_t declared_ = 1;
   bool ended_ = false;
   int64_t complete_through_ = kNone;

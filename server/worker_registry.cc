@@ -54,15 +54,21 @@ absl::StatusOr<uint64_t> WorkerRegistry::Claim(const std::string& trial,
   const uint64_t id = next_id_++;
   it->second.claim = id;
   it->second.generation = id;
-  it->second.deadline = absl::InfiniteFuture();
+  SetDeadlineLocked(it->first, &it->second, absl::InfiniteFuture());
   ++live_;
   return id;
 }
 
-void WorkerRegistry::StartAbsenceLocked(Entry* entry) {
+void WorkerRegistry::SetDeadlineLocked(const Key& key, Entry* entry, absl::Time deadline) {
+  if (entry->deadline != absl::InfiniteFuture()) deadlines_.erase({entry->deadline, key});
+  entry->deadline = deadline;
+  if (deadline != absl::InfiniteFuture()) deadlines_.insert({deadline, key});
+}
+
+void WorkerRegistry::StartAbsenceLocked(const Key& key, Entry* entry) {
   entry->generation = next_id_++;
   if (options_.timeout > absl::ZeroDuration()) {
-    entry->deadline = absl::Now() + options_.timeout;
+    SetDeadlineLocked(key, entry, absl::Now() + options_.timeout);
     changed_.Signal();
   }
 }
@@ -73,7 +79,7 @@ void WorkerRegistry::Release(const std::string& trial, const std::string& worker
   if (it == entries_.end() || it->second.claim != id || id == 0) return;
   it->second.claim = 0;
   --live_;
-  StartAbsenceLocked(&it->second);
+  StartAbsenceLocked(it->first, &it->second);
   if (it->second.deadline == absl::InfiniteFuture()) entries_.erase(it);
 }
 
@@ -81,7 +87,7 @@ void WorkerRegistry::Expect(const std::string& trial, const std::string& worker)
   absl::MutexLock lock(&mu_);
   auto [it, fresh] = entries_.emplace(Key{trial, worker}, Entry{});
   if (!fresh && it->second.claim != 0) return;  // connected already
-  StartAbsenceLocked(&it->second);
+  StartAbsenceLocked(it->first, &it->second);
   if (it->second.deadline == absl::InfiniteFuture()) entries_.erase(it);
 }
 
@@ -112,21 +118,20 @@ void WorkerRegistry::Run() {
   };
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    // A walk over the entries per wake: they are the live streams and the
-    // workers gone for less than the timeout, and wakes come per stream end.
+    // Only the absences past their deadline, soonest first (wakes come per
+    // stream end: a walk over every entry made them O(workers) each).
     const absl::Time now = absl::Now();
-    absl::Time next = absl::InfiniteFuture();
     std::vector<Due> due;
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      Entry& e = it->second;
-      if (e.claim == 0 && e.deadline <= now) {
-        due.push_back(Due{it->first.first, it->first.second, e.generation});
-        it = entries_.erase(it);
-        continue;
-      }
-      if (e.claim == 0) next = std::min(next, e.deadline);
-      ++it;
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      const Key key = deadlines_.begin()->second;
+      deadlines_.erase(deadlines_.begin());
+      auto it = entries_.find(key);
+      if (it == entries_.end() || it->second.claim != 0) continue;  // (never: kept in step)
+      due.push_back(Due{key.first, key.second, it->second.generation});
+      entries_.erase(it);
     }
+    const absl::Time next =
+        deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
     if (!due.empty()) {
       mu_.Unlock();
       for (const Due& d : due) on_timeout_(d.trial, d.worker, d.generation);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -79,7 +80,10 @@ class WorkerRegistry {
     uint64_t generation = 0;                       // of the current absence (or claim)
     absl::Time deadline = absl::InfiniteFuture();  // timeout of the absence
   };
-  void StartAbsenceLocked(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartAbsenceLocked(const Key& key, Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets `entry`'s deadline, keeping deadlines_ in step.
+  void SetDeadlineLocked(const Key& key, Entry* entry, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run();
 
   const WorkerRegistryOptions options_;
@@ -89,6 +93,9 @@ class WorkerRegistry {
   absl::CondVar changed_;
   // Entries of live streams and of absences whose timeout has not passed.
   std::map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  // The finite deadlines of entries_, soonest first: Run looks at the due
+  // ones only, so a wake costs O(log n), not a walk over every worker.
+  std::set<std::pair<absl::Time, Key>> deadlines_ ABSL_GUARDED_BY(mu_);
   size_t live_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;  // claim ids and generations
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
