@@ -532,9 +532,6 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
   }
   std::unique_ptr<SharedRegion> value_region;
   AgentBudget::Reservation value_reservation;
-  // The value: copied once out of the client's memory, into the slice the
-  // writer's messages share (client/push_wire.h) until acknowledged.
-  grpc::Slice value;
   if (own_fd) {
     if (message->fds.size() != 1) return Violation("WriteFd without exactly one fd");
     const int fd = message->fds[0];
@@ -551,10 +548,7 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
         value_reservation = std::move(*reservation);
       }
     }
-    if (record.has_value()) {
-      const absl::string_view bytes = value_region->Bytes(0, len);
-      value = client::CopyToSlice(bytes.data(), bytes.size());
-    }
+    if (record.has_value()) record.set_data(std::string(value_region->Bytes(0, len)));
   } else {
     if (!message->fds.empty()) return Violation("Write with a file descriptor");
     if (len > 0) {
@@ -564,29 +558,22 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
                                       " bytes) outside the ring of ", ring_bytes_,
                                       " bytes taken through ", consumed_));
       }
-      if (record.has_value()) {
-        const absl::string_view bytes = region_->Bytes(kRegionHeaderBytes + offset, len);
-        value = client::CopyToSlice(bytes.data(), bytes.size());
-      }
+      if (record.has_value())
+        record.set_data(std::string(region_->Bytes(kRegionHeaderBytes + offset, len)));
       consumed_ = pos + len;
       region_->StoreU64(kConsumedOffset, consumed_);
     }
   }
   EnsureWriter();
   if (!error_.ok()) return absl::OkStatus();
-  if (!record.data().empty()) {
-    // (Not what the client sends: a value in the ring replaces it, as before.)
-    if (value.size() == 0) value = client::SliceOf(std::move(*record.mutable_data()));
-    record.clear_data();
-  }
-  if (absl::Status s = client::Writer::Validate(&record, value.size()); !s.ok()) {
+  if (absl::Status s = client::Writer::Validate(&record); !s.ok()) {
     SetError(s);
     return absl::OkStatus();
   }
   Journal::Entry entry;
   entry.record = std::move(record);
   const bool direct = journal_ == nullptr;
-  Put(std::move(entry), std::move(value));
+  Put(std::move(entry));
   if (own_fd && direct && journal_ == nullptr && error_.ok() && writer_ != nullptr) {
     // Its memory is held only until durable, or for as long as a step may
     // wait (the writer holds it after that, outside the budget).
@@ -598,12 +585,12 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
   return absl::OkStatus();
 }
 
-void Session::Put(Journal::Entry entry, grpc::Slice value) {
+void Session::Put(Journal::Entry entry) {
   if (journal_ == nullptr) {
     const auto deadline = After(max_stall_seconds_);
     if (WriterReady(deadline)) {
       const absl::Status s = entry.kind == Journal::Entry::kRecord
-                                 ? writer_->TryWrite(&entry.record, &value, deadline)
+                                 ? writer_->TryWrite(&entry.record, deadline)
                                  : writer_->TryEndStep(entry.step, deadline);
       if (s.ok()) return;
       if (!absl::IsDeadlineExceeded(s)) {
@@ -613,10 +600,6 @@ void Session::Put(Journal::Entry entry, grpc::Slice value) {
     } else if (!error_.ok()) {
       return;
     }
-  }
-  if (value.size() > 0) {
-    // To the journal: the record whole.
-    entry.record.set_data(reinterpret_cast<const char*>(value.begin()), value.size());
   }
   Spill(std::move(entry));
 }

@@ -54,7 +54,6 @@
 #include "agent/agent_budget.h"
 #include "agent/journal.h"
 #include "agent/shared_region.h"
-#include "client/push_wire.h"
 #include "client/writer.h"
 
 namespace tensorkeep {
@@ -129,10 +128,10 @@ class Session {
   void Reply(uint64_t request_id, const absl::Status& status);
   void PublishState();
   void Finish();
-  // A record (its value in `value`, its data empty) or end of step from the
-  // client: to the writer if it takes it within max_stall_seconds (and
-  // nothing waits in the journal), else to the journal, else dropped.
-  void Put(Journal::Entry entry, grpc::Slice value = grpc::Slice());
+  // A record or end of step from the client: to the writer if it takes it
+  // within max_stall_seconds (and nothing waits in the journal), else to
+  // the journal, else dropped.
+  void Put(Journal::Entry entry);
   void Spill(Journal::Entry entry);
   void Drop(const Journal::Entry& entry, const absl::Status& why);
   // Hands journaled entries to the writer in order: while it has room

@@ -25,12 +25,8 @@ using Clock = std::chrono::steady_clock;
 // per EndStep (so that end_step calls alone cannot grow the queue unbounded).
 constexpr size_t kRecordOverhead = 64;
 
-size_t RecordBytes(const v1::TensorRecord& r, size_t value_size) {
-  return value_size + r.name().size() + kRecordOverhead;
-}
-
-std::string ToString(const grpc::Slice& s) {
-  return std::string(reinterpret_cast<const char*>(s.begin()), s.size());
+size_t RecordBytes(const v1::TensorRecord& r) {
+  return r.data().size() + r.name().size() + kRecordOverhead;
 }
 
 // Failed for want of a collector (not reached, restarted, dropped the
@@ -53,9 +49,6 @@ bool IsTransient(const absl::Status& s) {
       return false;
   }
 }
-
-// The Push method, called with messages in their wire form.
-constexpr char kPushMethod[] = "/tensorkeep.v1.TensorKeep/Push";
 
 // A writer that keeps failing to reach its collector says so this often.
 constexpr auto kReconnectLogInterval = std::chrono::seconds(30);
@@ -174,22 +167,19 @@ std::vector<UnsavedItem> Writer::Abandon() {
   // adjacent, and the acknowledgements release them together), then the queue.
   for (const auto& m : pending_) {
     if (m->is_chunk) {
-      if (!out.empty() && out.back().kind == UnsavedItem::kRecord && !m->values.empty()) {
-        out.back().record.mutable_data()->append(ToString(m->values[0]));
+      if (!out.empty() && out.back().kind == UnsavedItem::kRecord) {
+        out.back().record.mutable_data()->append(m->request.chunk().data());
       }
       continue;
     }
     switch (m->kind) {
-      case Item::kRecord: {
-        const auto& records = m->request.records().records();
-        for (int i = 0; i < records.size(); ++i) {
+      case Item::kRecord:
+        for (const auto& r : m->request.records().records()) {
           UnsavedItem u;
-          u.record = records[i];
-          if (static_cast<size_t>(i) < m->values.size()) u.record.set_data(ToString(m->values[i]));
+          u.record = r;
           out.push_back(std::move(u));
         }
         break;
-      }
       case Item::kEndStep: {
         UnsavedItem u;
         u.kind = UnsavedItem::kEndStep;
@@ -212,7 +202,6 @@ std::vector<UnsavedItem> Writer::Abandon() {
     UnsavedItem u;
     if (item.kind == Item::kRecord) {
       u.record = item.record;
-      u.record.set_data(ToString(item.value));
     } else if (item.kind == Item::kEndStep) {
       u.kind = UnsavedItem::kEndStep;
       u.step = item.step;
@@ -315,11 +304,6 @@ absl::Status Writer::EnqueueUntil(Item* in, Clock::time_point deadline, uint64_t
   if (!error_.ok()) return error_;
   if (close_queued_) return absl::FailedPreconditionError("writer is closed");
   Item item = std::move(*in);
-  if (!item.record.data().empty()) {
-    // Taken: the value moves into a slice the messages share (not copied).
-    item.value = SliceOf(std::move(*item.record.mutable_data()));
-    item.record.clear_data();
-  }
   buffered_bytes_ += item.bytes;
   if (item.kind == Item::kFlush) item.ticket = ++flush_tickets_;
   if (item.kind == Item::kClose) close_queued_ = true;
@@ -358,10 +342,6 @@ absl::Status Writer::WaitFor(std::unique_lock<std::mutex>& lock, const std::func
 }
 
 absl::Status Writer::Validate(v1::TensorRecord* record) {
-  return Validate(record, record->data().size());
-}
-
-absl::Status Writer::Validate(v1::TensorRecord* record, size_t value_size) {
   if (record->name().empty()) return absl::InvalidArgumentError("tensor name is empty");
   if (record->mode() < 1 || record->mode() > 4) {
     return absl::InvalidArgumentError(
@@ -372,12 +352,12 @@ absl::Status Writer::Validate(v1::TensorRecord* record, size_t value_size) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor '", record->name(), "': unknown dtype ", record->dtype()));
     }
-    record->set_value_size(value_size);
+    record->set_value_size(record->data().size());
     TK_RETURN_IF_ERROR(
         CheckValueSize(static_cast<DType>(record->dtype()),
                        absl::Span<const int64_t>(record->shape().data(), record->shape_size()),
-                       value_size));
-  } else if (value_size != 0) {
+                       record->data().size()));
+  } else if (!record->data().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", record->name(), "': data given but has_value is false"));
   }
@@ -387,32 +367,17 @@ absl::Status Writer::Validate(v1::TensorRecord* record, size_t value_size) {
 absl::Status Writer::Write(v1::TensorRecord record) {
   TK_RETURN_IF_ERROR(Validate(&record));
   Item item{Item::kRecord, std::move(record)};
-  item.bytes = RecordBytes(item.record, item.record.data().size());
+  item.bytes = RecordBytes(item.record);
   return Enqueue(std::move(item));
 }
 
 absl::Status Writer::TryWrite(v1::TensorRecord* record, Clock::time_point deadline) {
   Item item{Item::kRecord};
   item.record.Swap(record);
-  item.bytes = RecordBytes(item.record, item.record.data().size());
+  item.bytes = RecordBytes(item.record);
   uint64_t ticket = 0;
   const absl::Status s = EnqueueUntil(&item, deadline, &ticket);
   if (!s.ok()) record->Swap(&item.record);  // not taken: the caller keeps it
-  return s;
-}
-
-absl::Status Writer::TryWrite(v1::TensorRecord* record, grpc::Slice* value,
-                              Clock::time_point deadline) {
-  Item item{Item::kRecord};
-  item.record.Swap(record);
-  item.value = std::move(*value);
-  item.bytes = RecordBytes(item.record, item.value.size() + item.record.data().size());
-  uint64_t ticket = 0;
-  const absl::Status s = EnqueueUntil(&item, deadline, &ticket);
-  if (!s.ok()) {  // not taken: the caller keeps it
-    record->Swap(&item.record);
-    *value = std::move(item.value);
-  }
   return s;
 }
 
@@ -502,12 +467,7 @@ void Writer::Run() {
       stream_status_ = absl::OkStatus();
       context_ = &context;
     }
-    // The stream takes messages in their wire form (client/push_wire.h).
-    const grpc::internal::RpcMethod method(kPushMethod, grpc::internal::RpcMethod::BIDI_STREAMING,
-                                           connection_->channel());
-    std::unique_ptr<PushStream> stream(
-        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::PushResponse>::Create(
-            connection_->channel().get(), method, &context));
+    auto stream = connection_->stub()->Push(&context);
     std::thread reader([&] { ReadAcks(gen, stream.get(), &context); });
     Stream(gen, stream.get());
     {
@@ -564,7 +524,8 @@ void Writer::Run() {
   }
 }
 
-void Writer::Stream(uint64_t gen, PushStream* stream) {
+void Writer::Stream(uint64_t gen,
+                    grpc::ClientReaderWriter<v1::PushRequest, v1::PushResponse>* stream) {
   {
     // Open, then a Flush: its ack tells that the stream reached a collector.
     v1::PushRequest open;
@@ -577,11 +538,11 @@ void Writer::Stream(uint64_t gen, PushStream* stream) {
     open.mutable_open()->set_resume(gen > 1);
     open.mutable_open()->set_unpublished(options_.unpublished);
     open.mutable_open()->set_attempt(options_.attempt);
-    if (!stream->Write(WithSeq(0, EncodeControl(open)))) return;
+    if (!stream->Write(open)) return;
     v1::PushRequest flush;
     flush.set_seq(2);
     flush.mutable_flush();
-    if (!stream->Write(WithSeq(0, EncodeControl(flush)))) return;
+    if (!stream->Write(flush)) return;
   }
   uint64_t seq = 2;
   uint64_t id;
@@ -595,12 +556,13 @@ void Writer::Stream(uint64_t gen, PushStream* stream) {
     if (m == nullptr) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      m->request.set_seq(++seq);
       m->gen = gen;
-      m->seq = ++seq;
+      m->seq = seq;
     }
     // Another thread may read the message while it is written (naming what
-    // is unsaved), never change it; its slices are shared with gRPC.
-    if (!stream->Write(WithSeq(seq, m->wire))) return;
+    // is unsaved), never change it.
+    if (!stream->Write(m->request)) return;
     id = m->id + 1;
     if (m->kind == Item::kClose) {
       stream->WritesDone();
@@ -658,7 +620,7 @@ std::vector<Writer::Item> Writer::TakeBatchLocked() {
   items.push_back(PopLocked());
   if (items[0].kind != Item::kRecord) return items;
   const auto fits_alone = [&](const Item& it) {
-    return it.kind == Item::kRecord && it.value.size() <= options_.chunk_bytes;
+    return it.kind == Item::kRecord && it.record.data().size() <= options_.chunk_bytes;
   };
   size_t size = items[0].bytes;
   // A value larger than a chunk goes alone (its record, then Chunk messages).
@@ -714,46 +676,21 @@ std::vector<std::shared_ptr<Writer::Message>> Writer::Build(std::vector<Item> it
     out.push_back(m);
     return m.get();
   };
-  // A message without tensor bytes: its wire form is its serialisation.
-  const auto control = [&](Item::Kind kind, size_t bytes) {
-    Message* m = message(kind, bytes);
-    switch (kind) {
-      case Item::kEndStep:
-        m->request.mutable_end_step();
-        break;
-      case Item::kFlush:
-        m->request.mutable_flush();
-        break;
-      case Item::kClose:
-        m->request.mutable_close();
-        break;
-      case Item::kRecord:
-        break;
-    }
-    return m;
-  };
-  const auto encode = [](Message* m) { m->wire = EncodeControl(m->request); };
   Item& first = items[0];
   switch (first.kind) {
-    case Item::kEndStep: {
-      Message* m = control(Item::kEndStep, first.bytes);
-      m->request.mutable_end_step()->set_step(first.step);
-      encode(m);
+    case Item::kEndStep:
+      message(Item::kEndStep, first.bytes)->request.mutable_end_step()->set_step(first.step);
       return out;
-    }
     case Item::kFlush: {
       unflushed_bytes_ = 0;
-      Message* m = control(Item::kFlush, 0);
+      Message* m = message(Item::kFlush, 0);
+      m->request.mutable_flush();
       m->ticket = first.ticket;
-      encode(m);
       return out;
     }
-    case Item::kClose: {
-      Message* m = control(Item::kClose, 0);
-      m->request.mutable_close()->set_end_of_training(first.end_of_training);
-      encode(m);
+    case Item::kClose:
+      message(Item::kClose, 0)->request.mutable_close()->set_end_of_training(first.end_of_training);
       return out;
-    }
     case Item::kRecord:
       break;
   }
@@ -762,24 +699,20 @@ std::vector<std::shared_ptr<Writer::Message>> Writer::Build(std::vector<Item> it
     end = std::move(items.back());
     items.pop_back();
   }
-  if (items.size() == 1 && first.value.size() > options_.chunk_bytes) {
+  if (items.size() == 1 && first.record.data().size() > options_.chunk_bytes) {
     // The record carries the first chunk, Chunk messages the rest; its bytes
-    // are released when the last of them is acknowledged. (Slices of the
-    // value: nothing is copied.)
-    const grpc::Slice data = std::move(first.value);
+    // are released when the last of them is acknowledged.
+    std::string data = std::move(*first.record.mutable_data());
+    first.record.set_data(data.substr(0, options_.chunk_bytes));
     Message* m = message(Item::kRecord, first.bytes);
     *m->request.mutable_records()->add_records() = std::move(first.record);
-    m->values.push_back(data.sub(0, options_.chunk_bytes));
-    m->wire = EncodeRecords(m->request.records(), m->values);
     m->chunks_follow = true;
     for (size_t offset = options_.chunk_bytes; offset < data.size();
          offset += options_.chunk_bytes) {
       Message* c = message(Item::kRecord, 0);
       c->is_chunk = true;
-      c->request.mutable_chunk();
-      c->values.push_back(
-          data.sub(offset, offset + std::min(options_.chunk_bytes, data.size() - offset)));
-      c->wire = EncodeChunk(c->values[0]);
+      c->request.mutable_chunk()->set_data(
+          data.substr(offset, std::min(options_.chunk_bytes, data.size() - offset)));
     }
   } else {
     size_t bytes = 0;
@@ -787,29 +720,24 @@ std::vector<std::shared_ptr<Writer::Message>> Writer::Build(std::vector<Item> it
     Message* m = message(Item::kRecord, bytes);
     auto* records = m->request.mutable_records()->mutable_records();
     records->Reserve(static_cast<int>(items.size()));
-    m->values.reserve(items.size());
-    for (Item& it : items) {
-      *records->Add() = std::move(it.record);
-      m->values.push_back(std::move(it.value));
-    }
-    m->wire = EncodeRecords(m->request.records(), m->values);
+    for (Item& it : items) *records->Add() = std::move(it.record);
   }
   if (end.has_value()) {
-    Message* m = control(Item::kEndStep, end->bytes);
-    m->request.mutable_end_step()->set_step(end->step);
-    encode(m);
+    message(Item::kEndStep, end->bytes)->request.mutable_end_step()->set_step(end->step);
   }
   if (options_.auto_flush_bytes > 0) {
     for (const auto& m : out) unflushed_bytes_ += m->bytes;
     if (unflushed_bytes_ >= std::min(options_.auto_flush_bytes, options_.max_buffered_bytes / 2)) {
       unflushed_bytes_ = 0;
-      encode(control(Item::kFlush, 0));  // ticket 0: no caller waits
+      message(Item::kFlush, 0)->request.mutable_flush();  // ticket 0: no caller waits
     }
   }
   return out;
 }
 
-void Writer::ReadAcks(uint64_t gen, PushStream* stream, grpc::ClientContext* context) {
+void Writer::ReadAcks(uint64_t gen,
+                      grpc::ClientReaderWriter<v1::PushRequest, v1::PushResponse>* stream,
+                      grpc::ClientContext* context) {
   v1::PushResponse ack;
   while (stream->Read(&ack)) {
     {

@@ -5,8 +5,7 @@
 // than a chunk; whole queued steps share a message) and streams them, and an
 // ack thread per stream reads the collector's acks. Every message is kept
 // until the collector acknowledges it, which it does only once the data is
-// durable. Values are never copied by the writer: a message is sent in its
-// wire form made of slices that share the values' bytes (client/push_wire.h).
+// durable.
 //
 // Reconnecting: when the stream breaks for want of a collector (it stopped,
 // crashed, restarted, or the connection dropped), the stream thread opens a
@@ -42,9 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/connection.h"
-#include "client/push_wire.h"
 #include "client/reconnect_backoff.h"
-#include "grpcpp/support/slice.h"
 #include "proto/tensorkeep.pb.h"
 
 namespace tensorkeep {
@@ -126,20 +123,11 @@ class Writer {
   // Checks a record as Write() does (and sets its value_size) without
   // queueing it: a record that passes is one Write() takes.
   static absl::Status Validate(v1::TensorRecord* record);
-  // As Validate, for a record whose value (`value_size` bytes) is given
-  // apart from it (TryWrite with a slice): record->data() must be empty.
-  static absl::Status Validate(v1::TensorRecord* record, size_t value_size);
   // Write() and EndStep() that wait for room in the buffer only until
   // `deadline`: DeadlineExceeded then, with *record left as it was (for a
   // caller that keeps it elsewhere, e.g. tensorkeep-agent's journal). The
   // record must have passed Validate().
   absl::Status TryWrite(v1::TensorRecord* record, std::chrono::steady_clock::time_point deadline);
-  // TryWrite of a record whose data is empty and whose value is `*value`
-  // (shared, not copied: its bytes must not change afterwards). The record
-  // must have passed Validate(record, value->size()). On DeadlineExceeded
-  // both are left as they were.
-  absl::Status TryWrite(v1::TensorRecord* record, grpc::Slice* value,
-                        std::chrono::steady_clock::time_point deadline);
   absl::Status TryEndStep(uint64_t step, std::chrono::steady_clock::time_point deadline);
   // A Flush that does not wait: Flushed(ticket) tells when everything
   // written before it is durable on the collector. Fails as Write() does.
@@ -183,8 +171,7 @@ class Writer {
  private:
   struct Item {
     enum Kind { kRecord, kEndStep, kFlush, kClose } kind;
-    v1::TensorRecord record;  // its data empty once queued: the value is in `value`
-    grpc::Slice value;
+    v1::TensorRecord record;
     uint64_t step = 0;
     bool end_of_training = false;
     uint64_t ticket = 0;  // kFlush
@@ -194,11 +181,7 @@ class Writer {
   // One message built from the queue, kept until acknowledged.
   struct Message {
     Item::Kind kind;
-    // The message without its values (records' data and a Chunk's data are
-    // empty; naming what is unsaved), and its wire form with them.
-    v1::PushRequest request;
-    std::vector<grpc::Slice> values;  // records[i]'s value, or the Chunk's data
-    WireBody wire;                    // without seq (added when sent)
+    v1::PushRequest request;     // seq set when sent
     size_t bytes = 0;            // released when acknowledged
     uint64_t id = 0;             // position in the writer's message sequence
     uint64_t gen = 0;            // the stream it was last sent on (0: not yet)
@@ -222,8 +205,7 @@ class Writer {
   void Run();
   // Sends Open, the unacknowledged messages and new ones on stream `gen`
   // until it breaks, Close is sent, or the writer is abandoned.
-  using PushStream = grpc::ClientReaderWriter<grpc::ByteBuffer, v1::PushResponse>;
-  void Stream(uint64_t gen, PushStream* stream);
+  void Stream(uint64_t gen, grpc::ClientReaderWriter<v1::PushRequest, v1::PushResponse>* stream);
   // The message with id `id`, packing it from the queue if needed; null once
   // stream `gen` ended or the writer is abandoned.
   std::shared_ptr<Message> NextMessage(uint64_t gen, uint64_t id);
@@ -232,7 +214,8 @@ class Writer {
   std::vector<std::shared_ptr<Message>> Build(std::vector<Item> items);
   // Pops the queue's first item, keeping the counts below (requires mu_).
   Item PopLocked();
-  void ReadAcks(uint64_t gen, PushStream* stream, grpc::ClientContext* context);
+  void ReadAcks(uint64_t gen, grpc::ClientReaderWriter<v1::PushRequest, v1::PushResponse>* stream,
+                grpc::ClientContext* context);
   // Fails the writer for good with `status` plus what was not saved.
   void Fail(const absl::Status& status);
   // "N tensors at steps ... ('a', 'b', ...)" of everything not acknowledged
