@@ -285,3 +285,39 @@ def test_values_larger_than_the_ring_and_many_threads(server, trial_url, agent):
     assert np.array_equal(trial.tensor("big").value(20), big)
     assert np.array_equal(trial.tensor("strided").value(20), strided)
     assert np.array_equal(trial.tensor("t2").value(19), np.full(20_000, 19, np.float32))
+
+
+def test_a_ring_refilled_lap_after_lap_never_overwrites_what_the_agent_did_not_take(server, trial_url, agent, monkeypatch):
+    """The writer only reads the agent's consumed position when a value reaches
+    past the room it last saw free: values of odd sizes, many laps of a 256 KiB
+    ring that fills (the writer has to wait for the agent), every one read back
+    equal to what was written."""
+    syncs = []
+    request = _handover.AgentStream._request
+
+    def counting(self, kind, *args):
+        if kind == _handover._SYNC:
+            syncs.append(kind)
+        return request(self, kind, *args)
+
+    monkeypatch.setattr(_handover.AgentStream, "_request", counting)
+    rng = np.random.default_rng(7)
+    sizes = [1, 257, 3_001, 12_289, 40_009, 65_537]  # float32 elements: 4 B to 256 KiB
+    w = Writer(trial_url, max_queue_bytes=512 << 10)
+    written = {}
+    for step in range(40):
+        for i, n in enumerate(sizes):
+            value = rng.standard_normal(n).astype(np.float32)
+            written[(f"t{i}", step)] = value
+            w.write_tensor(f"t{i}", value, step=step)
+        w.end_step(step)
+    w.close()
+    total = sum(v.nbytes for v in written.values())
+    assert total > 20 * (256 << 10)  # many laps of the ring
+    assert syncs, "the ring never filled: the test did not exercise waiting for the agent"
+    trial = create_trial(trial_url)
+    for i in range(len(sizes)):
+        values = trial.tensor(f"t{i}").values()
+        assert sorted(values) == list(range(40))
+        for step, got in values.items():
+            assert np.array_equal(got, written[(f"t{i}", step)]), (i, step)

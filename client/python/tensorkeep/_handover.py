@@ -10,7 +10,7 @@ mirror it.
 
 Batching: a step's Write messages wait in the process and go with its
 EndStep as one Batch message (one system call, one wake-up of the agent);
-see _queue.
+see add_record and _send_batch.
 
 Backpressure: when the ring has no room, the writer asks the agent to take
 what it was sent (Sync) and waits; the agent's writer in turn waits while its
@@ -59,6 +59,10 @@ _Q = struct.Struct("<Q")
 _q = struct.Struct("<q")
 _CONTROL = struct.Struct("<IIQ")
 _WRITE_HEAD = struct.Struct("<IIQQ")
+# In a Batch each message follows its length.
+_BATCH_HEAD = struct.Struct("<II")
+_LEN_WRITE_HEAD = struct.Struct("<IIIQQ")
+_LEN_CONTROL = struct.Struct("<IIIQ")
 _OPEN_HEAD = struct.Struct("<IIIQQd")
 _REPLY_HEAD = struct.Struct("<IIQ")
 _EXIT_TIMEOUT = float(_names.RECONNECT_EXIT_CLOSE_SECONDS)
@@ -162,9 +166,16 @@ class AgentStream:
         self.retry_timeout = retry_timeout
         self._ring = ring_bytes_for(max_queue_bytes)
         self._lock = threading.RLock()  # the ring, the batch and the order of messages
-        self._batch: list = []  # Write / EndStep messages not sent yet
+        # Write / EndStep messages not sent yet, as the parts of a Batch
+        # message: each message's length, then its bytes (joined once, at send).
+        self._batch: list = []
+        self._batch_count = 0
         self._batch_bytes = 0
         self._batch_values = 0  # bytes of the values its Writes hand over
+        # Ring positions below this are known free (the agent's consumed
+        # position when last read, plus the ring): the header is read only
+        # when a value reaches past it.
+        self._room = 0
         self._last_send = 0.0  # monotonic time of the last message sent
         # One request waits for its reply at a time. Lock order: _lock, then
         # _reply_lock (never the reverse); _lock is not held while waiting
@@ -285,32 +296,51 @@ class AgentStream:
         is_array = data.__class__ is np.ndarray
         n = data.nbytes if is_array else len(data)
         with self._lock:
-            self._check_usable()
-            if n > self._ring:
+            # _check_usable, inlined (this runs for every tensor saved).
+            if self._error is not None or self._closing or _U32.unpack_from(self._mm, _FLAGS)[0] & _FAILED:
+                self._check_usable()
+            ring = self._ring
+            if n > ring:
                 self._send_own_fd(head + steps + tail, data, n)
                 return
             pos = self._head
-            off = pos % self._ring
-            if off + n > self._ring:  # values never wrap: start the next lap
-                pos += self._ring - off
+            off = pos % ring
+            if off + n > ring:  # values never wrap: start the next lap
+                pos += ring - off
                 off = 0
-            consumed = _Q.unpack_from(self._mm, _CONSUMED)[0]
-            if consumed < self._head and pos + n - consumed > self._ring:
-                self._send_batch()
-                self._request(_SYNC, 0, None)  # waits until the agent took everything sent
+            if pos + n > self._room:
+                # Past the room known free: the ring's bytes at [pos, pos + n)
+                # last held positions [pos + n - ring, ...), which must have
+                # been consumed (or nothing sent is left unconsumed).
+                consumed = _Q.unpack_from(self._mm, _CONSUMED)[0]
+                self._room = consumed + ring
+                if consumed < self._head and pos + n > self._room:
+                    self._send_batch()
+                    self._request(_SYNC, 0, None)  # waits until the agent took everything sent
             start = HEADER_BYTES + off
             if n:
                 if is_array:
                     if data.flags.c_contiguous:
-                        self._mm[start : start + n] = memoryview(data.reshape(-1).view(np.uint8))
+                        # mmap takes the array's buffer as it is (one memcpy).
+                        self._mm[start : start + n] = data
                     else:
                         dst = np.frombuffer(self._mm, np.uint8, n, start).view(data.dtype).reshape(data.shape)
                         np.copyto(dst, data, casting="no")
                         del dst
                 else:
                     self._mm[start : start + n] = data
-            self._queue(b"".join((_WRITE_HEAD.pack(_WRITE, 0, pos, n), head, steps, tail)), n)
             self._head = pos + n
+            size = _WRITE_HEAD.size + len(head) + len(steps) + len(tail)
+            if not self._batch and time.monotonic() - self._last_send > _BATCH_IDLE_S:
+                # After a quiet spell a Write goes at once (an isolated tensor is not held back).
+                self._send(b"".join((_WRITE_HEAD.pack(_WRITE, 0, pos, n), head, steps, tail)))
+                return
+            self._batch += (_LEN_WRITE_HEAD.pack(size, _WRITE, 0, pos, n), head, steps, tail)
+            self._batch_count += 1
+            self._batch_bytes += size + 4
+            self._batch_values += n
+            if self._batch_bytes >= _BATCH_BYTES or self._batch_values >= MAX_BATCH_BYTES:
+                self._send_batch()
 
     def _send_own_fd(self, record: bytes, data: Any, n: int) -> None:
         """A value larger than the ring goes in a memfd of its own."""
@@ -332,7 +362,8 @@ class AgentStream:
         """Hands the step's records over, with the end of the step, in one message."""
         with self._lock:
             self._check_usable()
-            self._batch.append(_CONTROL.pack(_END_STEP, 0, step))
+            self._batch.append(_LEN_CONTROL.pack(_CONTROL.size, _END_STEP, 0, step))
+            self._batch_count += 1
             self._send_batch()
             dropped = _Q.unpack_from(self._mm, _DROPPED)[0]
             if dropped != self._dropped_seen:
@@ -372,33 +403,18 @@ class AgentStream:
 
     # ------------------------------------------------------------------
 
-    def _queue(self, message: bytes, value_bytes: int) -> None:
-        """A Write: into the batch, or at once after a quiet spell (requires _lock)."""
-        if not self._batch and time.monotonic() - self._last_send > _BATCH_IDLE_S:
-            self._send(message)
-            return
-        self._batch.append(message)
-        self._batch_bytes += len(message) + 4
-        self._batch_values += value_bytes
-        if self._batch_bytes >= _BATCH_BYTES or self._batch_values >= MAX_BATCH_BYTES:
-            self._send_batch()
-
     def _send_batch(self) -> None:
-        """Sends what waits in the batch (requires _lock)."""
-        batch = self._batch
-        if not batch:
+        """Sends what waits in the batch, as one Batch message (requires _lock)."""
+        count = self._batch_count
+        if not count:
             return
+        batch = self._batch
         self._batch = []
+        self._batch_count = 0
         self._batch_bytes = 0
         self._batch_values = 0
-        if len(batch) == 1:
-            self._send(batch[0])
-            return
-        parts = [_U32.pack(_BATCH), _U32.pack(len(batch))]
-        for m in batch:
-            parts.append(_U32.pack(len(m)))
-            parts.append(m)
-        self._send(b"".join(parts))
+        batch.insert(0, _BATCH_HEAD.pack(_BATCH, count))
+        self._send(b"".join(batch))
 
     def _send(self, message: bytes, fd: Optional[int] = None) -> None:
         self._last_send = time.monotonic()
