@@ -18,8 +18,12 @@ def settle(limit_s: float = 20.0, window_s: float = 0.25, busy_cpus: float = 0.2
 
     What a previous run left behind would otherwise be paid by the next: after
     the hook benchmark's every-step configuration, for instance, the collector
-    compacts what it took for about 3 s at ~70 % of a core."""
+    compacts what it took for about 3 s at ~70 % of a core. The dirty pages
+    a previous run left in the page cache are written back first (``sync``):
+    the kernel's writeback of a run that saved 500 MB would otherwise run
+    during the next one, on any CPU."""
     start = time.monotonic()
+    os.sync()
     ncpu = os.cpu_count() or 1
     before = _cpu_jiffies()
     while time.monotonic() - start < limit_s:
