@@ -37,6 +37,10 @@
 // journals are pushed by the next agent that starts (agent/journal_replay.h),
 // as are those of a writer the collector refused.
 //
+// The class's code is in three files: session.cc (the connection and its
+// messages), session_writer.cc (the writer's life, orphans) and
+// session_journal.cc (spilling, draining and keeping the journal).
+//
 // Thread safety: Run() is called once, on the session's own thread.
 #ifndef TENSORKEEP_AGENT_SESSION_H_
 #define TENSORKEEP_AGENT_SESSION_H_
@@ -118,6 +122,8 @@ class Session {
   void JournalHeld();
   // The name of this session's next journal file.
   std::string NextJournalName();
+  // What every journal of this session starts with: whom its entries are for.
+  Journal::Header JournalHeader() const;
   // The answer to a Flush or Close that ran out of the client's retry_timeout.
   absl::Status NotYetDurable(absl::string_view what) const;
   // The writer gives up on the collector (Writer::Open's retry_timeout)
