@@ -135,7 +135,7 @@ void AgentServer::Serve() {
   for (auto& [key, paths] : by_writer) {
     Spawn([this, paths = std::move(paths)](uint64_t) {
       for (const std::string& path : paths) {
-        if (!ReplayJournal(path, &journal_space_, options_.linger_seconds)) break;
+        if (!ReplayJournal(path, &journal_space_, options_.linger_seconds, &stopping_)) break;
       }
     });
   }

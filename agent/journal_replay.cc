@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/deadline.h"
 #include "client/writer.h"
 #include "spdlog/spdlog.h"
 
@@ -21,6 +22,9 @@ bool Retryable(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) ||
          absl::IsUnknown(s) || absl::IsInternal(s) || absl::IsResourceExhausted(s);
 }
+
+// A replay checks this often whether the agent stops.
+constexpr double kStopCheckSeconds = 0.5;
 
 }  // namespace
 
@@ -46,7 +50,8 @@ std::string JournalWriterKey(const std::string& path) {
   return second == std::string::npos ? name : name.substr(0, second);
 }
 
-bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds) {
+bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds,
+                   const std::atomic<bool>* stopping) {
   Journal::Header header;
   auto opened = Journal::OpenExisting(path, space, &header);
   if (!opened.ok()) {
@@ -68,8 +73,19 @@ bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_s
   options.attempt = header.attempt;
   options.chunk_bytes = (4u << 20) - (64u << 10);  // as a session's writer
   options.linger_seconds = linger_seconds;
+  // Each wait is cut in slices, so that a stopping agent does not wait for a
+  // collector that is away: the writer connects (and reconnects) on its own
+  // thread, and gives up after retry_timeout_seconds as Open would.
+  const auto stop_requested = [stopping] { return stopping != nullptr && stopping->load(); };
+  const auto in_slices = [&](const auto& attempt) -> absl::Status {
+    for (;;) {
+      absl::Status s = attempt(DeadlineAfter(kStopCheckSeconds));
+      if (!absl::IsDeadlineExceeded(s)) return s;
+      if (stop_requested()) return absl::CancelledError("the agent stops");
+    }
+  };
   absl::Status s;
-  auto writer = client::Writer::Open(options, options.retry_timeout_seconds);
+  auto writer = client::Writer::OpenInBackground(options);
   if (!writer.ok()) {
     s = writer.status();
   } else {
@@ -84,13 +100,20 @@ bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_s
       if (!*read) break;
       switch (entry.kind) {
         case Journal::Entry::kRecord:
-          s = (*writer)->Write(std::move(entry.record));
+          // Checked as Write() checks it (a damaged entry is refused here).
+          s = client::Writer::Validate(&entry.record);
+          if (s.ok()) {
+            s = in_slices(
+                [&](auto deadline) { return (*writer)->TryWrite(&entry.record, deadline); });
+          }
           break;
         case Journal::Entry::kEndStep:
-          s = (*writer)->EndStep(entry.step);
+          s = in_slices([&](auto deadline) { return (*writer)->TryEndStep(entry.step, deadline); });
           break;
         case Journal::Entry::kClose:
-          s = (*writer)->Close(entry.end_of_training);
+          s = in_slices([&](auto deadline) {
+            return (*writer)->CloseUntil(entry.end_of_training, deadline);
+          });
           closed = true;
           break;
         default:
@@ -98,7 +121,17 @@ bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_s
       }
       entry = Journal::Entry();
     }
-    if (s.ok() && !closed) s = (*writer)->Close(false);
+    if (s.ok() && !closed) {
+      s = in_slices([&](auto deadline) { return (*writer)->CloseUntil(false, deadline); });
+    }
+    if (absl::IsCancelled(s)) {
+      (void)(*writer)->Abandon();  // the file keeps all of it; the writer does not linger
+      spdlog::warn(
+          "leftover journal {}: the agent stops before it is pushed; kept for the next "
+          "agent",
+          path);
+      return false;
+    }
   }
   if (s.ok()) {
     spdlog::info("leftover journal {}: pushed ({} entries durable on {}); deleted", path,

@@ -4,6 +4,7 @@
 #ifndef TENSORKEEP_AGENT_JOURNAL_REPLAY_H_
 #define TENSORKEEP_AGENT_JOURNAL_REPLAY_H_
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,13 @@ std::string JournalWriterKey(const std::string& path);
 // renamed to PATH.failed, so it is not retried at every start. Logs what it did.
 // False when the file was kept for the next agent (the writer's later
 // journals then wait too).
-bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds);
+//
+// `stopping` (may be null): once set, the replay ends within about half a
+// second, keeping the file, instead of waiting for a collector that is away
+// (up to the writer's give-up time, 300 s): the agent stops at once. Records
+// it pushed before are pushed again from the file by the next agent.
+bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds,
+                   const std::atomic<bool>* stopping = nullptr);
 
 }  // namespace agent
 }  // namespace tensorkeep

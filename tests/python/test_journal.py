@@ -158,8 +158,10 @@ def own_agent(tmp_path, monkeypatch):
     agents.stop()
 
 
-def test_agent_killed_with_a_journal_the_next_agent_pushes_it(server, trial_url, own_agent):
-    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=60)
+def _leave_a_journal(w, server, own_agent):
+    """Steps 0-4 durable, then the collector killed and steps journaled until
+    the agent is SIGKILLed: returns (first journaled step, next step, the
+    leftover journal's path)."""
     for s in range(5):
         train_step(w, s)
     w.flush()
@@ -175,10 +177,16 @@ def test_agent_killed_with_a_journal_the_next_agent_pushes_it(server, trial_url,
         step += 1
     w._stream._request(_handover._SYNC, 0, 10)  # the agent took (and synced) all of it
     assert w.journaling
-    own_agent.procs[0].send_signal(signal.SIGKILL)
-    own_agent.procs[0].wait(10)
+    own_agent.procs[-1].send_signal(signal.SIGKILL)
+    own_agent.procs[-1].wait(10)
     left = own_agent.files()
     assert len(left) == 1 and os.path.getsize(left[0]) > 20 * (64 << 10), left
+    return first_journaled, step, left[0]
+
+
+def test_agent_killed_with_a_journal_the_next_agent_pushes_it(server, trial_url, own_agent):
+    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=60)
+    first_journaled, step, _ = _leave_a_journal(w, server, own_agent)
 
     server.start(port=server.port)
     own_agent.start()
@@ -187,6 +195,41 @@ def test_agent_killed_with_a_journal_the_next_agent_pushes_it(server, trial_url,
     # The acknowledged steps and every journaled one; what the killed agent
     # held only in memory (its push buffer, before it journaled) is the
     # documented loss of killing an agent during an outage.
+    check_trial(trial_url, list(range(5)) + list(range(first_journaled, step)))
+
+
+def test_an_agent_replaying_a_journal_to_a_collector_still_away_stops_at_once_and_keeps_it(
+    server, trial_url, own_agent
+):
+    """The replay waits for its collector in slices: SIGTERM ends the agent in
+    about half a second (it waited up to the writer's 300 s give-up time), and
+    the journal, kept whole, is pushed by the next agent."""
+    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=60)
+    first_journaled, step, left = _leave_a_journal(w, server, own_agent)
+    size = os.path.getsize(left)
+
+    replaying = own_agent.start()  # the collector is still down
+    wait_until(
+        "the agent replaying the leftover journal",
+        lambda: b"leftover journal" in open(own_agent.log.name, "rb").read(),
+        10,
+    )
+    time.sleep(1.0)  # its writer trying to connect
+    t = time.monotonic()
+    replaying.terminate()
+    try:
+        replaying.wait(20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the agent did not stop within 20 s of SIGTERM while replaying a journal")
+    took = time.monotonic() - t
+    assert took < 5, f"the agent took {took:.1f} s to stop"
+    assert own_agent.files() == [left] and os.path.getsize(left) == size
+    assert not own_agent.files("*.failed")
+    assert b"kept for the next agent" in open(own_agent.log.name, "rb").read()
+
+    server.start(port=server.port)
+    own_agent.start()
+    wait_until("the leftover journal pushed", lambda: not own_agent.files(), 30)
     check_trial(trial_url, list(range(5)) + list(range(first_journaled, step)))
 
 
