@@ -302,3 +302,66 @@ def test_an_agent_stopped_during_an_outage_journals_what_it_held_in_memory(serve
     assert not own_agent.files("*.failed")
     wait_until("the worker closed as journaled", lambda: _worker_closed(trial_url), 30)
     check_trial(trial_url, list(range(12)))
+
+
+@pytest.fixture
+def agent_on_a_small_disk(tmp_path, monkeypatch):
+    """An agent of the test's own whose journal directory is a 1 MiB tmpfs
+    (skipped, with the reason, where the test may not mount one)."""
+    mnt = tmp_path / "jdisk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): this test needs root")
+    agents = OwnAgent(tmp_path, monkeypatch)
+    agents.journal_dir = str(mnt / "journal")
+    try:
+        agents.start()
+        yield agents
+    finally:
+        agents.stop()
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_journal_disk_that_fills_during_an_outage_drops_what_it_cannot_take_and_says_so(
+    server, trial_url, agent_on_a_small_disk, caplog
+):
+    """The collector away and the journal's disk full (ENOSPC, not the
+    agent's own --journal-max-mb): records are dropped, counted and logged on
+    both sides, no step waits longer than max_stall_seconds, and once the
+    collector is back everything that was not dropped is there, whole: the
+    stored records plus the dropped ones are exactly what was written."""
+    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=MAX_STALL, retry_timeout=60)
+    for s in range(5):
+        train_step(w, s)
+    w.flush()
+    server.kill()
+    step, worst = 5, 0.0
+    while w.dropped_records == 0:
+        assert step < 200, f"nothing was dropped after {step} steps of 128 KiB on a 1 MiB journal disk"
+        worst = max(worst, train_step(w, step))
+        step += 1
+    for _ in range(5):  # on after the disk filled
+        worst = max(worst, train_step(w, step))
+        step += 1
+    assert worst < MAX_STALL + SLACK, f"a step blocked {worst:.2f} s"
+    w._stream._request(_handover._SYNC, 0, 60)  # the agent took (journaled or dropped) all of it
+    dropped = w.dropped_records
+    assert any("DROPPED" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    log = open(agent_on_a_small_disk.log.name, "rb").read()
+    assert b"DROPPED" in log and b"No space left on device" in log  # the disk, not --journal-max-mb
+
+    server.start(port=server.port)
+    w.flush(timeout=60)
+    w.close()
+    t = create_trial(trial_url)
+    stored = 0
+    for n in NAMES:
+        values = t.tensor(n).values()
+        stored += len(values)
+        wrong = [s for s, v in values.items() if not np.array_equal(v, val(n, s))]
+        assert not wrong, f"{n}: values differ at steps {wrong[:10]}"
+        assert set(range(5)) <= set(values), f"{n}: a step acknowledged before the outage is missing"
+    assert stored + w.dropped_records == len(NAMES) * step, (stored, w.dropped_records, step)
+    assert w.dropped_records == dropped  # nothing more dropped once the collector was back
+    assert not agent_on_a_small_disk.files()  # the journal replayed and deleted
