@@ -35,6 +35,7 @@ JSON object.
 """
 
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -260,7 +261,11 @@ def bench(args, address: str, work: str, note: str) -> int:
         m = Model()
         for c in order:
             settle()
-            results[c].append(run(c, m, args.steps, args.warmup, address, work, smd))
+            # smdebug's hook never removes the hooks it registered (its
+            # _cleanup closes writers only): on the shared model they would
+            # run, and save, in every later configuration of the round.
+            model = copy.deepcopy(m) if c == "smdebug" else m
+            results[c].append(run(c, model, args.steps, args.warmup, address, work, smd))
     med = lambda c, k: statistics.median(x[k] for x in results[c])  # noqa: E731
     base = "no hook"
     out: Dict[str, float] = {"steps": args.steps, "rounds": args.rounds}
