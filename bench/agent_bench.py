@@ -27,8 +27,9 @@ that alternate their order, each with one model they share:
 Per configuration: the median step (wall clock) on the training thread, the
 mean step (which the median hides: steps that wait for room in the shared
 ring when the agent and collector take the data slower than training makes
-it; on this 2-core VM they do, see docs/performance.md), the training process's CPU per step (all its threads, ``time.process_time``),
-the training thread's CPU, and the overheads over no hook (median over
+it; on this 2-core VM they do, see docs/performance.md), the training
+process's CPU per step (all its threads, ``time.process_time``), the
+training thread's CPU, and the overheads over no hook (median over
 rounds of each round's difference of medians); the snapshot floor is the
 median time of the copy alone. Prints a table and, as its last line, one
 JSON object.

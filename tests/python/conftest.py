@@ -32,6 +32,7 @@ import time
 import uuid
 import weakref
 from concurrent import futures
+from contextlib import contextmanager
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import grpc
@@ -184,6 +185,21 @@ class ServerProcess:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+@contextmanager
+def mounted_tmpfs(path, size: str, why: str):
+    """A tmpfs of ``size`` (mount's size=, e.g. "1m") mounted at ``path`` (made
+    here) for the block, unmounted after; the test is skipped, with the reason,
+    where it may not mount one (``why``: what needs it)."""
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): {why} needs root")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 @pytest.fixture

@@ -11,14 +11,13 @@ where the machine does not allow it.
 """
 
 import os
-import subprocess
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from conftest import ServerProcess, release_clients, server_binary
+from conftest import ServerProcess, mounted_tmpfs, release_clients, server_binary
 from tensorkeep import Writer, modes
 from tensorkeep.trials import create_trial
 
@@ -28,17 +27,8 @@ VALUE = 64 * 1024  # float32 elements: 256 KiB a tensor, 40 MiB in all
 
 @pytest.fixture
 def small_disk(tmp_path):
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", str(mnt)], capture_output=True, text=True
-    )
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): the full-disk test needs root")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "512m", "the full-disk test") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def _fill(mnt, leave_bytes: int) -> str:

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import mounted_tmpfs
 from tensorkeep import Writer, _agent, _handover
 from tensorkeep.exceptions import CollectorUnavailable
 from tensorkeep.trials import create_trial
@@ -308,19 +309,14 @@ def test_an_agent_stopped_during_an_outage_journals_what_it_held_in_memory(serve
 def agent_on_a_small_disk(tmp_path, monkeypatch):
     """An agent of the test's own whose journal directory is a 1 MiB tmpfs
     (skipped, with the reason, where the test may not mount one)."""
-    mnt = tmp_path / "jdisk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}): this test needs root")
-    agents = OwnAgent(tmp_path, monkeypatch)
-    agents.journal_dir = str(mnt / "journal")
-    try:
-        agents.start()
-        yield agents
-    finally:
-        agents.stop()
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    with mounted_tmpfs(tmp_path / "jdisk", "1m", "this test") as mnt:
+        agents = OwnAgent(tmp_path, monkeypatch)
+        agents.journal_dir = str(mnt / "journal")
+        try:
+            agents.start()
+            yield agents
+        finally:
+            agents.stop()
 
 
 def test_a_journal_disk_that_fills_during_an_outage_drops_what_it_cannot_take_and_says_so(

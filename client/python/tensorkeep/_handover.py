@@ -296,9 +296,7 @@ class AgentStream:
         is_array = data.__class__ is np.ndarray
         n = data.nbytes if is_array else len(data)
         with self._lock:
-            # _check_usable, inlined (this runs for every tensor saved).
-            if self._error is not None or self._closing or _U32.unpack_from(self._mm, _FLAGS)[0] & _FAILED:
-                self._check_usable()
+            self._check_usable()
             ring = self._ring
             if n > ring:
                 self._send_own_fd(head + steps + tail, data, n)
@@ -330,16 +328,14 @@ class AgentStream:
                 else:
                     self._mm[start : start + n] = data
             self._head = pos + n
+            # After a quiet spell a Write goes at once (an isolated tensor is not held back).
+            quiet = not self._batch_count and time.monotonic() - self._last_send > _BATCH_IDLE_S
             size = _WRITE_HEAD.size + len(head) + len(steps) + len(tail)
-            if not self._batch and time.monotonic() - self._last_send > _BATCH_IDLE_S:
-                # After a quiet spell a Write goes at once (an isolated tensor is not held back).
-                self._send(b"".join((_WRITE_HEAD.pack(_WRITE, 0, pos, n), head, steps, tail)))
-                return
             self._batch += (_LEN_WRITE_HEAD.pack(size, _WRITE, 0, pos, n), head, steps, tail)
             self._batch_count += 1
             self._batch_bytes += size + 4
             self._batch_values += n
-            if self._batch_bytes >= _BATCH_BYTES or self._batch_values >= MAX_BATCH_BYTES:
+            if quiet or self._batch_bytes >= _BATCH_BYTES or self._batch_values >= MAX_BATCH_BYTES:
                 self._send_batch()
 
     def _send_own_fd(self, record: bytes, data: Any, n: int) -> None:
