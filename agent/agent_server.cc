@@ -12,10 +12,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/deadline.h"
 #include "agent/handover.h"
 #include "agent/journal_replay.h"
 #include "agent/session.h"
@@ -133,11 +135,7 @@ void AgentServer::Serve() {
     by_writer[JournalWriterKey(path)].push_back(path);
   }
   for (auto& [key, paths] : by_writer) {
-    Spawn([this, paths = std::move(paths)](uint64_t) {
-      for (const std::string& path : paths) {
-        if (!ReplayJournal(path, &journal_space_, options_.linger_seconds, &stopping_)) break;
-      }
-    });
+    Spawn([this, paths = std::move(paths)](uint64_t) { ReplayLeftovers(paths); });
   }
   while (!stopping_.load()) {
     pollfd p{listen_fd_, POLLIN, 0};
@@ -173,6 +171,33 @@ void AgentServer::Serve() {
   cv_.wait(lock, [&] { return sessions_.empty(); });
   lock.unlock();
   Reap();
+}
+
+void AgentServer::ReplayLeftovers(const std::vector<std::string>& paths) {
+  // Counted as an orphan once released, so that a collector away for good
+  // does not keep the agent running for ever.
+  bool released = false;
+  const auto release = [&] {
+    if (!released) orphans_.fetch_add(1);
+    released = true;
+  };
+  ReplayOptions replay;
+  replay.linger_seconds = options_.linger_seconds;
+  replay.stopping = &stopping_;
+  replay.hold_seconds = options_.leftover_hold_seconds;
+  replay.on_released = release;
+  for (const std::string& path : paths) {
+    while (!ReplayJournal(path, &journal_space_, replay) && !stopping_.load()) {
+      // Refused for now: tried again later, without holding the agent.
+      release();
+      const auto again = DeadlineAfter(options_.leftover_retry_seconds);
+      while (!stopping_.load() && std::chrono::steady_clock::now() < again) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(kAcceptPollMs));
+      }
+    }
+    if (stopping_.load()) break;
+  }
+  if (released) orphans_.fetch_sub(1);
 }
 
 void AgentServer::Accept() {

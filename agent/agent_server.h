@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/agent_budget.h"
@@ -43,6 +44,13 @@ struct AgentOptions {
   std::string journal_dir;
   // The disk all journals may use; past it records are dropped (logged).
   uint64_t journal_max_bytes = uint64_t{4} << 30;
+  // A leftover journal's replay keeps the agent from exiting idle until it
+  // has waited this long for its collector; it then waits on (as long as the
+  // agent runs) without holding the agent, as an orphan does.
+  double leftover_hold_seconds = 300;
+  // A replay the collector refused for now (a limit of its own) is tried
+  // again after this long, while the agent runs.
+  double leftover_retry_seconds = 30;
 };
 
 // $TENSORKEEP_AGENT_SOCKET, else $XDG_RUNTIME_DIR/tensorkeep/agent-v2.sock, else
@@ -60,9 +68,10 @@ class AgentServer {
   // agent holds the lock for this path.
   absl::StatusOr<Bound> Bind();
   // Pushes the journals earlier agents left (one thread a writer, counted as
-  // a writer), then accepts clients until Stop() or the idle timeout (no
-  // training process connected for idle_exit_seconds; orphans do not count);
-  // returns once every session (and replay) ended.
+  // a writer for its first leftover_hold_seconds of waiting for a collector,
+  // then as an orphan), then accepts clients until Stop() or the idle timeout
+  // (no training process connected for idle_exit_seconds; orphans do not
+  // count); returns once every session (and replay) ended.
   void Serve();
   void Stop() { stopping_.store(true); }
   const std::string& socket_path() const { return options_.socket_path; }
@@ -71,6 +80,9 @@ class AgentServer {
  private:
   void Accept();
   void Reap();
+  // Replays one writer's leftover journals in order, each until it is pushed
+  // or refused (then renamed .failed), or the agent stops.
+  void ReplayLeftovers(const std::vector<std::string>& paths);
   // Runs `work` on a thread counted in sessions_.
   void Spawn(std::function<void(uint64_t id)> work);
   void SpawnLocked(std::function<void(uint64_t id)> work);  // requires mu_

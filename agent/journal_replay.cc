@@ -3,7 +3,9 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "absl/strings/match.h"
@@ -16,8 +18,8 @@ namespace tensorkeep {
 namespace agent {
 namespace {
 
-// Errors worth trying again at the next start (the collector away), as
-// opposed to a refusal of the data itself.
+// Errors worth trying again later (a limit of the collector's, or the
+// collector away), as opposed to a refusal of the data itself.
 bool Retryable(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) ||
          absl::IsUnknown(s) || absl::IsInternal(s) || absl::IsResourceExhausted(s);
@@ -50,8 +52,7 @@ std::string JournalWriterKey(const std::string& path) {
   return second == std::string::npos ? name : name.substr(0, second);
 }
 
-bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_seconds,
-                   const std::atomic<bool>* stopping) {
+bool ReplayJournal(const std::string& path, JournalSpace* space, const ReplayOptions& replay) {
   Journal::Header header;
   auto opened = Journal::OpenExisting(path, space, &header);
   if (!opened.ok()) {
@@ -72,16 +73,31 @@ bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_s
   options.num_workers = header.num_workers;
   options.attempt = header.attempt;
   options.chunk_bytes = (4u << 20) - (64u << 10);  // as a session's writer
-  options.linger_seconds = linger_seconds;
+  options.linger_seconds = replay.linger_seconds;
+  // The collector may be away for longer than any give-up time: the replay
+  // waits for it while the agent runs (it connects and reconnects on the
+  // writer's thread).
+  options.retry_timeout_seconds = std::numeric_limits<double>::infinity();
   // Each wait is cut in slices, so that a stopping agent does not wait for a
-  // collector that is away: the writer connects (and reconnects) on its own
-  // thread, and gives up after retry_timeout_seconds as Open would.
-  const auto stop_requested = [stopping] { return stopping != nullptr && stopping->load(); };
+  // collector that is away, and a long one releases the agent.
+  const auto stop_requested = [&replay] {
+    return replay.stopping != nullptr && replay.stopping->load();
+  };
+  bool released = false;
   const auto in_slices = [&](const auto& attempt) -> absl::Status {
+    const auto release_at = DeadlineAfter(replay.hold_seconds);
     for (;;) {
       absl::Status s = attempt(DeadlineAfter(kStopCheckSeconds));
       if (!absl::IsDeadlineExceeded(s)) return s;
       if (stop_requested()) return absl::CancelledError("the agent stops");
+      if (!released && std::chrono::steady_clock::now() >= release_at) {
+        released = true;
+        spdlog::warn(
+            "leftover journal {}: its collector {} has not taken data for {} s; waiting on for "
+            "it while the agent runs",
+            path, header.target, replay.hold_seconds);
+        if (replay.on_released) replay.on_released();
+      }
     }
   };
   absl::Status s;
@@ -140,7 +156,7 @@ bool ReplayJournal(const std::string& path, JournalSpace* space, double linger_s
     return true;
   }
   if (Retryable(s)) {
-    spdlog::error("leftover journal {}: {}; kept for the next agent", path,
+    spdlog::error("leftover journal {}: {}; kept, to be tried again", path,
                   std::string(s.message()));
     return false;
   }

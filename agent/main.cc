@@ -6,6 +6,7 @@
 //   tensorkeep-agent [--socket PATH] [--memory-budget-mb N] [--max-clients N]
 //                    [--idle-exit-seconds S] [--linger-ms MS] [--daemonize]
 //                    [--journal-dir DIR] [--journal-max-mb N]
+//                    [--leftover-hold-seconds S] [--leftover-retry-seconds S]
 //                    [--log-level trace|debug|info|warn|error]
 //
 // Prints "listening on PATH" (or "already running on PATH" when an agent
@@ -32,6 +33,7 @@ constexpr char kUsage[] =
     "usage: tensorkeep-agent [--socket PATH] [--memory-budget-mb N] [--max-clients N]\n"
     "                        [--idle-exit-seconds S] [--linger-ms MS] [--daemonize]\n"
     "                        [--journal-dir DIR] [--journal-max-mb N]\n"
+    "                        [--leftover-hold-seconds S] [--leftover-retry-seconds S]\n"
     "                        [--log-level trace|debug|info|warn|error]\n"
     "\n"
     "  --socket PATH         the Unix socket training processes hand tensors over on\n"
@@ -52,9 +54,16 @@ constexpr char kUsage[] =
     "                        the client's max_stall_seconds journals it, to push it later\n"
     "                        (default $TENSORKEEP_AGENT_JOURNAL_DIR, else \"journal\" beside\n"
     "                        the socket); journals left there by an agent that ended are\n"
-    "                        pushed when the agent starts\n"
+    "                        pushed when the agent starts, waiting for their collector\n"
+    "                        for as long as the agent runs\n"
     "  --journal-max-mb N    disk all journals may use (default 4096); past it records are\n"
     "                        dropped, each logged\n"
+    "  --leftover-hold-seconds S  a leftover journal whose collector is away keeps the\n"
+    "                        agent from exiting idle this long (default 300); it is then\n"
+    "                        pushed once the collector is back if the agent still runs,\n"
+    "                        else by the next agent\n"
+    "  --leftover-retry-seconds S  a leftover journal the collector refused for now (one of\n"
+    "                        its limits) is tried again after S seconds (default 30)\n"
     "  --daemonize           run in the background; the first process exits once it listens\n";
 
 bool ParseNumber(const char* s, double* out) {
@@ -114,6 +123,15 @@ int main(int argc, char** argv) {
       if (v == nullptr || !ParseNumber(v, &n) || n < 1)
         return Fail("--journal-max-mb needs N >= 1");
       options.journal_max_bytes = static_cast<uint64_t>(n) << 20;
+    } else if (arg == "--leftover-hold-seconds") {
+      const char* v = value();
+      if (v == nullptr || !ParseNumber(v, &n)) return Fail("--leftover-hold-seconds needs S >= 0");
+      options.leftover_hold_seconds = n;
+    } else if (arg == "--leftover-retry-seconds") {
+      const char* v = value();
+      if (v == nullptr || !ParseNumber(v, &n) || n > 86400)
+        return Fail("--leftover-retry-seconds needs S in [0, 86400]");
+      options.leftover_retry_seconds = n;
     } else if (arg == "--log-level") {
       const char* v = value();
       if (v == nullptr) return Fail("--log-level needs a level");

@@ -11,13 +11,17 @@ import glob
 import os
 import signal
 import subprocess
+import threading
 import time
 
+import grpc
 import numpy as np
 import pytest
 
 from conftest import mounted_tmpfs
 from tensorkeep import Writer, _agent, _handover
+from tensorkeep._proto import tensorkeep_pb2 as pb
+from tensorkeep._proto import tensorkeep_pb2_grpc as pb_grpc
 from tensorkeep.exceptions import CollectorUnavailable
 from tensorkeep.trials import create_trial
 
@@ -105,12 +109,12 @@ def test_collector_outage_bounded_stall_and_journal_replayed(server, trial_url):
     check_trial(trial_url, list(range(step)))
 
 
-def _start_agent(sock, journal_dir, log):
+def _start_agent(sock, journal_dir, log, *args):
     binary = os.environ.get(_agent.BINARY_ENV)
     if not binary or not os.access(binary, os.X_OK):
         pytest.skip(f"tensorkeep-agent not built ({binary})")
     p = subprocess.Popen(
-        [binary, "--socket", sock, "--journal-dir", journal_dir, "--idle-exit-seconds", "0"],
+        [binary, "--socket", sock, "--journal-dir", journal_dir, "--idle-exit-seconds", "0", *args],
         stdout=subprocess.PIPE,
         stderr=log,
         stdin=subprocess.DEVNULL,
@@ -132,9 +136,18 @@ class OwnAgent:
         self.log = open(tmp_path / "agent.log", "ab")
         self.procs = []
 
-    def start(self) -> subprocess.Popen:
-        self.procs.append(_start_agent(self.sock, self.journal_dir, self.log))
+    def start(self, *args: str) -> subprocess.Popen:
+        """Starts an agent; ``args`` are more flags (a later --idle-exit-seconds wins)."""
+        self.procs.append(_start_agent(self.sock, self.journal_dir, self.log, *args))
         return self.procs[-1]
+
+    def logged(self, text: bytes) -> bool:
+        return self.log_count(text) > 0
+
+    def log_count(self, text: bytes) -> int:
+        self.log.flush()
+        with open(self.log.name, "rb") as f:
+            return f.read().count(text)
 
     def files(self, pattern: str = "*.tkj"):
         return glob.glob(os.path.join(self.journal_dir, pattern))
@@ -231,6 +244,85 @@ def test_an_agent_replaying_a_journal_to_a_collector_still_away_stops_at_once_an
     server.start(port=server.port)
     own_agent.start()
     wait_until("the leftover journal pushed", lambda: not own_agent.files(), 30)
+    check_trial(trial_url, list(range(5)) + list(range(first_journaled, step)))
+
+
+def test_a_leftover_waits_for_its_collector_while_the_agent_runs_and_no_longer_holds_it(
+    server, trial_url, own_agent
+):
+    """A replay waits for a collector that is away for as long as the agent
+    runs (it used to give up after the writer's 300 s and wait for the next
+    agent's start): after --leftover-hold-seconds it stops keeping the agent
+    from exiting idle, and the collector coming back later gets the journal
+    from the agent that is still running."""
+    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=60)
+    first_journaled, step, left = _leave_a_journal(w, server, own_agent)
+    size = os.path.getsize(left)
+
+    # An agent that would exit after 1 s idle, but for the replay it holds 1 s.
+    idle = own_agent.start("--leftover-hold-seconds", "1", "--idle-exit-seconds", "1")
+    released = b"waiting on for it while the agent runs"
+    wait_until("the replay releasing the agent", lambda: own_agent.logged(released), 20)
+    try:
+        idle.wait(20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("an idle agent whose only work is a replay waiting for its collector did not exit")
+    assert own_agent.files() == [left] and os.path.getsize(left) == size, "the journal was not kept whole"
+
+    # An agent that keeps running (a training process would keep it): the
+    # replay is released, and still pushes once the collector is back.
+    own_agent.start("--leftover-hold-seconds", "1")
+    wait_until("the replay releasing the second agent", lambda: own_agent.log_count(released) >= 2, 20)
+    time.sleep(1.0)
+    assert own_agent.files() == [left]
+    server.start(port=server.port)
+    wait_until("the leftover journal pushed by the running agent", lambda: not own_agent.files(), 30)
+    assert not own_agent.files("*.failed")
+    check_trial(trial_url, list(range(5)) + list(range(first_journaled, step)))
+
+
+def test_a_leftover_the_collector_refuses_for_now_is_tried_again_while_the_agent_runs(
+    server, trial_url, own_agent
+):
+    """A collector at its --max-push-streams limit refuses the replay's stream
+    (RESOURCE_EXHAUSTED: a limit, not the data): the journal is kept and tried
+    again --leftover-retry-seconds later by the same agent, which then pushes
+    it (it used to wait for the next agent's start)."""
+    w = Writer(trial_url, max_queue_bytes=1 << 20, max_stall_seconds=0.2, retry_timeout=60)
+    first_journaled, step, _ = _leave_a_journal(w, server, own_agent)
+
+    server.start(port=server.port, extra_args=["--max-push-streams", "1"])
+    # Another writer holds the collector's only Push stream.
+    release = threading.Event()
+    opened = threading.Event()
+
+    def requests():
+        yield pb.PushRequest(seq=1, open=pb.Open(trial=trial_url.rsplit("/", 1)[1] + "-other", worker="worker_0", num_workers=1))
+        yield pb.PushRequest(seq=2, flush=pb.Flush())
+        release.wait(60)
+        yield pb.PushRequest(seq=3, close=pb.Close(end_of_training=True))
+
+    def hold():
+        with grpc.insecure_channel(server.address) as ch:
+            for _ in pb_grpc.TensorKeepStub(ch).Push(requests(), timeout=90):
+                opened.set()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    try:
+        assert opened.wait(20), "the other writer's stream was not acknowledged"
+        own_agent.start("--leftover-retry-seconds", "1")
+        wait_until(
+            "the replay refused and kept",
+            lambda: own_agent.logged(b"kept, to be tried again"),
+            30,
+        )
+        assert own_agent.files() and not own_agent.files("*.failed")
+    finally:
+        release.set()
+        holder.join(30)
+    wait_until("the leftover journal pushed on a later try", lambda: not own_agent.files(), 30)
+    assert not own_agent.files("*.failed")
     check_trial(trial_url, list(range(5)) + list(range(first_journaled, step)))
 
 
