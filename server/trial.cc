@@ -122,12 +122,7 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
     if (previous == nullptr || previous->step != r.step || previous->mode != r.mode ||
         previous->mode_step != r.mode_step) {
       if (steps_.insert_or_assign(r.step, StepInfo{r.mode, r.mode_step}).second) {
-        // Steps arrive in increasing order but for the odd late one.
-        if (step_list_.empty() || step_list_.back() < r.step) {
-          step_list_.push_back(r.step);
-        } else {
-          step_list_.insert(std::lower_bound(step_list_.begin(), step_list_.end(), r.step), r.step);
-        }
+        step_list_.Insert(r.step);
       }
       if (!IsGlobalMode(r.mode)) mode_steps_[r.mode][r.mode_step] = r.step;
     }

@@ -38,6 +38,7 @@
 #include "proto/tensorkeep.pb.h"
 #include "server/collection_config.h"
 #include "server/notifier.h"
+#include "server/step_list.h"
 #include "server/step_tracker.h"
 
 namespace tensorkeep {
@@ -337,9 +338,8 @@ class Trial : public std::enable_shared_from_this<Trial> {
 
   mutable absl::Mutex mu_;
   absl::btree_map<uint64_t, StepInfo> steps_ ABSL_GUARDED_BY(mu_);
-  // The same steps as a sorted array: listing global steps copies a range of
-  // it (walking the btree cost ~40 ns a step, most of listing 100,000).
-  std::vector<uint64_t> step_list_ ABSL_GUARDED_BY(mu_);
+  // The same steps, for listing them (server/step_list.h).
+  StepList step_list_ ABSL_GUARDED_BY(mu_);
   std::map<int, absl::btree_map<uint64_t, uint64_t>> mode_steps_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> worker_names_ ABSL_GUARDED_BY(mu_);  // by id
   absl::flat_hash_map<std::string, int> worker_ids_ ABSL_GUARDED_BY(mu_);

@@ -54,9 +54,7 @@ absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplet
     uint64_t end_step = static_cast<uint64_t>(visible_through);  // inclusive
     if (range_end != 0) end_step = std::min(end_step, range_end - 1);
     if (range_end != 0 && range_end <= range_begin) return out;
-    auto first = std::lower_bound(step_list_.begin(), step_list_.end(), range_begin);
-    auto last = std::upper_bound(first, step_list_.end(), end_step);
-    out.assign(first, last);
+    step_list_.AppendRange(range_begin, end_step, &out);
     return out;
   }
   if (tensor.empty()) {
