@@ -36,7 +36,7 @@ class StepList {
  private:
   void MergeLate();
 
-  std::vector<uint64_t> sorted_;  // every step but the late ones, in order
+  std::vector<uint64_t> sorted_;    // every step but the late ones, in order
   absl::btree_set<uint64_t> late_;  // steps below sorted_.back() when they came
 };
 
