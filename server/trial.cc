@@ -145,8 +145,8 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
     for (const std::string& c : r.collections) collections_[c].insert(r.name);
   }
   for (const BlockRef& b : update.blocks) {
-    blocks_[b.step].push_back(
-        StoredBlock{static_cast<uint16_t>(wid), b.id, b.first_name, b.last_name});
+    blocks_[b.step].push_back(StoredBlock{b.id, &NameLocked(b.first_name),
+                                          &NameLocked(b.last_name), static_cast<uint16_t>(wid)});
   }
   if (wid >= 0 && update.committed_through != StepTracker::kNone) {
     tracker_.Commit(wid, update.committed_through);
@@ -187,6 +187,11 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
   }
 }
 
+const std::string& Trial::NameLocked(const std::string& name) {
+  if (auto it = tensors_.find(name); it != tensors_.end()) return it->first;
+  return *other_block_names_.insert(name).first;
+}
+
 std::vector<uint64_t> Trial::BlocksFor(uint64_t step, const std::string& worker,
                                        const std::string& tensor) const {
   std::vector<uint64_t> ids;
@@ -195,7 +200,9 @@ std::vector<uint64_t> Trial::BlocksFor(uint64_t step, const std::string& worker,
   auto it = blocks_.find(step);
   if (wid < 0 || it == blocks_.end()) return ids;
   for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) {
-    if (b->worker == wid && b->first_name <= tensor && tensor <= b->last_name) ids.push_back(b->id);
+    if (b->worker == wid && *b->first_name <= tensor && tensor <= *b->last_name) {
+      ids.push_back(b->id);
+    }
   }
   std::sort(ids.begin(), ids.end(), std::greater<uint64_t>());
   return ids;
