@@ -138,10 +138,13 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
     WorkerSet& ws = found->second->steps[r.step];
     const uint16_t w = static_cast<uint16_t>(wid);
     // Keep workers sorted by name so that "the first worker" is lexical.
-    auto pos = std::lower_bound(ws.begin(), ws.end(), w, [this](uint16_t a, uint16_t b) {
+    const absl::Span<const uint16_t> ids = ws.ids(worker_sets_);
+    auto pos = std::lower_bound(ids.begin(), ids.end(), w, [this](uint16_t a, uint16_t b) {
       return worker_names_[a] < worker_names_[b];
     });
-    if (pos == ws.end() || *pos != w) ws.insert(pos, w);
+    if (pos == ids.end() || *pos != w) {
+      ws.Insert(static_cast<size_t>(pos - ids.begin()), w, &worker_sets_);
+    }
     for (const std::string& c : r.collections) collections_[c].insert(r.name);
   }
   for (const BlockRef& b : update.blocks) {

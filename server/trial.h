@@ -40,6 +40,7 @@
 #include "server/notifier.h"
 #include "server/step_list.h"
 #include "server/step_tracker.h"
+#include "server/worker_set.h"
 
 namespace tensorkeep {
 
@@ -293,7 +294,6 @@ class Trial : public std::enable_shared_from_this<Trial> {
   size_t watchers() const;
 
  private:
-  using WorkerSet = absl::InlinedVector<uint16_t, 2>;
   struct TensorEntry {
     absl::btree_map<uint64_t, WorkerSet> steps;  // global step -> workers
   };
@@ -354,6 +354,8 @@ class Trial : public std::enable_shared_from_this<Trial> {
   std::map<std::string, TensorEntry> tensors_ ABSL_GUARDED_BY(mu_);
   // The same entries by hash (a write looks up every record's name).
   absl::flat_hash_map<std::string, TensorEntry*> tensor_lookup_ ABSL_GUARDED_BY(mu_);
+  // The workers of tensors_' steps saved by more than WorkerSet::kInline.
+  WorkerSetPool worker_sets_ ABSL_GUARDED_BY(mu_);
   // global step -> its blocks, in the order written (ids increase). A btree:
   // steps mostly come in order, and its nodes are full then (a hash map's
   // slots are a third empty on average).

@@ -386,7 +386,7 @@ absl::StatusOr<Trial::Located> Trial::Locate(const std::string& tensor, uint64_t
                      absl::StrCat("tensor '", tensor, "' is not available for ",
                                   StepText(step, mode), " in trial '", name_, "'"));
   }
-  const WorkerSet& ws = it->second;
+  const absl::Span<const uint16_t> ws = it->second.ids(worker_sets_);
   uint16_t chosen = ws.front();
   if (wid >= 0) {
     if (std::find(ws.begin(), ws.end(), static_cast<uint16_t>(wid)) == ws.end()) {
@@ -423,12 +423,10 @@ absl::StatusOr<std::vector<Trial::Located>> Trial::LocateAll(const std::string& 
     if (!tracker_.IsComplete(g)) break;
     const StepInfo& info = steps_.at(g);
     if (!IsGlobalMode(mode) && info.mode != mode) continue;
-    uint16_t chosen = it->second.front();
+    const absl::Span<const uint16_t> ws = it->second.ids(worker_sets_);
+    uint16_t chosen = ws.front();
     if (wid >= 0) {
-      if (std::find(it->second.begin(), it->second.end(), static_cast<uint16_t>(wid)) ==
-          it->second.end()) {
-        continue;
-      }
+      if (std::find(ws.begin(), ws.end(), static_cast<uint16_t>(wid)) == ws.end()) continue;
       chosen = static_cast<uint16_t>(wid);
     }
     out.push_back(Located{g, info, worker_names_[chosen]});
@@ -450,7 +448,7 @@ absl::StatusOr<std::vector<std::string>> Trial::TensorWorkers(const std::string&
                                   StepText(step, mode), " in trial '", name_, "'"));
   }
   std::vector<std::string> out;
-  for (uint16_t w : it->second) out.push_back(worker_names_[w]);
+  for (uint16_t w : it->second.ids(worker_sets_)) out.push_back(worker_names_[w]);
   return out;
 }
 
