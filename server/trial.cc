@@ -124,6 +124,7 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
       if (steps_.insert_or_assign(r.step, StepInfo{r.mode, r.mode_step}).second) {
         step_list_.Insert(r.step);
       }
+      if (r.mode >= 0 && r.mode < 8) step_modes_ |= static_cast<uint8_t>(1u << r.mode);
       if (!IsGlobalMode(r.mode)) mode_steps_[r.mode][r.mode_step] = r.step;
     }
     previous = &r;
@@ -135,6 +136,7 @@ void Trial::ApplyLocked(const TrialUpdate& update) {
     if (found == tensor_lookup_.end()) {
       found = tensor_lookup_.emplace(r.name, &tensors_[r.name]).first;
     }
+    if (r.mode >= 0 && r.mode < 8) found->second->modes |= static_cast<uint8_t>(1u << r.mode);
     WorkerSet& ws = found->second->steps[r.step];
     const uint16_t w = static_cast<uint16_t>(wid);
     // Keep workers sorted by name so that "the first worker" is lexical.
@@ -344,9 +346,9 @@ v1::TrialSummary Trial::Summary() const {
     s.add_workers(worker_names_[id]);
     *s.add_worker_statuses() = StatusLocked(id);
   }
-  std::set<int> modes;
-  for (const auto& [step, info] : steps_) modes.insert(info.mode);
-  for (int m : modes) s.add_modes(static_cast<v1::Mode>(m));
+  for (int m = 0; m < 8; ++m) {
+    if ((step_modes_ >> m & 1) != 0) s.add_modes(static_cast<v1::Mode>(m));
+  }
   return s;
 }
 

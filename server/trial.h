@@ -204,6 +204,12 @@ class Trial : public std::enable_shared_from_this<Trial> {
 
   // ---- Queries ----
 
+  // Walks over a trial's steps hold its lock for at most this many steps at a
+  // time: the committer, which applies every trial's writes on one thread,
+  // then waits ~1 ms for a reader however large the trial (a tensor_names of
+  // one mode on 1,000,000 steps held it 129 ms, LocateAll 146 ms).
+  static constexpr size_t kStepsPerLockHold = 8192;
+
   v1::TrialSummary Summary() const;
   // smdebug's trial.steps(mode, show_incomplete_steps) / tensor.steps(...) when
   // `tensor` is non-empty: global steps for GLOBAL, otherwise mode steps.
@@ -296,6 +302,10 @@ class Trial : public std::enable_shared_from_this<Trial> {
  private:
   struct TensorEntry {
     absl::btree_map<uint64_t, WorkerSet> steps;  // global step -> workers
+    // Bit m: saved at a step of mode m (a step's mode never changes, and no
+    // step is removed): tensor_names(mode=...) without walking the steps.
+    uint8_t modes = 0;
+    bool HasMode(int mode) const { return mode >= 0 && mode < 8 && (modes >> mode & 1) != 0; }
   };
   // What the index knows of a worker beyond the tracker's state.
   struct WorkerInfo {
@@ -345,6 +355,9 @@ class Trial : public std::enable_shared_from_this<Trial> {
 
   mutable absl::Mutex mu_;
   absl::btree_map<uint64_t, StepInfo> steps_ ABSL_GUARDED_BY(mu_);
+  // Bit m: a step of mode m was saved (modes() and summaries without a walk
+  // over every step).
+  uint8_t step_modes_ ABSL_GUARDED_BY(mu_) = 0;
   // The same steps, for listing them (server/step_list.h).
   StepList step_list_ ABSL_GUARDED_BY(mu_);
   std::map<int, absl::btree_map<uint64_t, uint64_t>> mode_steps_ ABSL_GUARDED_BY(mu_);
