@@ -318,7 +318,7 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
     }
   }
   if (reads_done_) {
-    if (inflight_.empty() && !writing_ && !handling_) {
+    if (inflight_.empty() && !writing_ && !handling_ && !starting_read_) {
       finished_ = true;
       a.finish = true;
       a.status = absl::IsCancelled(error_) ? absl::OkStatus() : error_;
@@ -330,24 +330,33 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
        (inflight_bytes_ < kStreamWindowBytes && inflight_.size() < kMaxInflightMessages &&
         collector_->queued_bytes() < kQueueBudget && !collector_->memory()->over()))) {
     reading_ = true;
+    starting_read_ = true;
     a.read = true;
   }
   return a;
 }
 
-void PushReactor::Act(const Actions& a) {
-  // A read and a write may be outstanding together. Start the read first:
-  // the reactor cannot finish while the write it is about to start is pending.
-  if (a.read) StartRead(request_);
-  if (a.write) {
-    StartWrite(&response_);  // response_ is not touched again until OnWriteDone
-    return;
-  }
-  if (a.finish) {
-    // Before the client can see the end: a writer that reconnects at once
-    // must find its worker free.
-    session_.ReleaseWriter();
-    Finish(ToGrpcStatus(a.status, context_));
+void PushReactor::Act(const Actions& actions) {
+  Actions a = actions;
+  for (;;) {
+    // A read and a write may be outstanding together. The reactor cannot
+    // finish while a write it started is pending (writing_), nor before the
+    // read decided with it is started (starting_read_).
+    if (a.read) StartRead(request_);
+    if (a.write) StartWrite(&response_);  // response_ is not touched again until OnWriteDone
+    if (a.finish) {
+      // Before the client can see the end: a writer that reconnects at once
+      // must find its worker free.
+      session_.ReleaseWriter();
+      Finish(ToGrpcStatus(a.status, context_));
+      return;
+    }
+    if (!a.read) return;
+    // The read is started: the stream may finish now, here or on another
+    // thread, whichever sees the last condition go.
+    absl::MutexLock lock(&mu_);
+    starting_read_ = false;
+    a = NextActionsLocked();
   }
 }
 

@@ -95,9 +95,13 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
 
  private:
   // What to do after a state change, decided under mu_ and done outside it.
-  // Act() starts the read before the write and touches nothing after its
-  // last gRPC call: once a write or Finish is started, the reactor may be
-  // deleted (OnDone) on another thread at any moment.
+  // A read decided here is only started after mu_ is released: until Act has
+  // started it (starting_read_), the stream may not finish, or another thread
+  // could finish it and have the reactor deleted under the StartRead (ASan saw
+  // it: a commit deciding a read while the client's cancel failed the ack
+  // write). Act touches nothing after its last gRPC call: once a write or
+  // Finish is started, the reactor may be deleted (OnDone) on another thread
+  // at any moment.
   struct Actions {
     bool read = false;
     bool write = false;
@@ -158,6 +162,8 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   // calls back into this reactor: it must not finish (and be deleted) before.
   bool handling_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // A read was decided under mu_ and Act has not started it yet.
+  bool starting_read_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_sent_ ABSL_GUARDED_BY(mu_) = false;
