@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 #include "base/errors.h"
 #include "gmock/gmock.h"
 #include "server/stored_record.h"
@@ -274,7 +277,19 @@ TEST_F(BadInputTest, AStreamThatDiesMidTensorStoresNothingOfIt) {
     (void)stream->Finish();
   }
   ExpectUnharmed("partial");
-  // The server still takes new writes.
+  // The server still takes new writes. A new writer for the same worker is
+  // refused (CONFLICT) while the collector has not yet seen the cancelled
+  // stream end: wait for that (bounded), as a restarted job's rank would.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (bool connected = true; connected;) {
+    auto statuses = TrialOf("t").WorkerStatuses();
+    ASSERT_TRUE(statuses.ok()) << statuses.status();
+    connected = false;
+    for (const auto& s : *statuses) connected |= s.worker() == "worker_1" && s.connected();
+    if (!connected) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "worker_1's cancelled stream never ended";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   auto w = OpenWriter("t", "worker_1");
   ASSERT_TRUE(w->Write(Float32Record("after", 1, 4, 5)).ok());
   ASSERT_TRUE(w->Flush().ok());
