@@ -287,7 +287,8 @@ TEST_F(BadInputTest, AStreamThatDiesMidTensorStoresNothingOfIt) {
     connected = false;
     for (const auto& s : *statuses) connected |= s.worker() == "worker_1" && s.connected();
     if (!connected) break;
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "worker_1's cancelled stream never ended";
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "worker_1's cancelled stream never ended";
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   auto w = OpenWriter("t", "worker_1");
