@@ -1,5 +1,5 @@
 // LevelDbTensorStore's state, shared by the files that implement it
-// (leveldb_tensor_store.cc: opening, writes and reads; value_space_reclaim.cc:
+// (leveldb_tensor_store.cc: opening, writes and reads; value_reclaim.cc:
 // the value log's garbage collection). Internal to storage/: include
 // storage/leveldb_tensor_store.h instead.
 #ifndef TENSORKEEP_STORAGE_LEVELDB_TENSOR_STORE_IMPL_H_
