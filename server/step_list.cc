@@ -29,19 +29,38 @@ void StepList::MergeLate() {
   late_.clear();
 }
 
-void StepList::AppendRange(uint64_t begin, uint64_t last, std::vector<uint64_t>* out) const {
-  if (last < begin) return;
+size_t StepList::AppendRange(uint64_t begin, uint64_t last, std::vector<uint64_t>* out,
+                             size_t max_count) const {
+  if (last < begin || max_count == 0) return 0;
   auto first = std::lower_bound(sorted_.begin(), sorted_.end(), begin);
   auto end = std::upper_bound(first, sorted_.end(), last);
   if (late_.empty()) {
-    out->insert(out->end(), first, end);
-    return;
+    const size_t n = std::min(max_count, static_cast<size_t>(end - first));
+    out->insert(out->end(), first, first + static_cast<std::ptrdiff_t>(n));
+    return n;
   }
   auto late_first = late_.lower_bound(begin);
   auto late_end = late_.upper_bound(last);
-  out->reserve(out->size() + static_cast<size_t>(end - first) +
-               static_cast<size_t>(std::distance(late_first, late_end)));
-  std::merge(first, end, late_first, late_end, std::back_inserter(*out));
+  // A merge of the two that stops after max_count.
+  size_t n = 0;
+  for (; n < max_count && (first != end || late_first != late_end); ++n) {
+    if (late_first == late_end || (first != end && *first < *late_first)) {
+      out->push_back(*first++);
+    } else {
+      out->push_back(*late_first++);
+    }
+  }
+  return n;
+}
+
+size_t StepList::EstimateRange(uint64_t begin, uint64_t last) const {
+  if (last < begin) return 0;
+  auto first = std::lower_bound(sorted_.begin(), sorted_.end(), begin);
+  const auto in_sorted = static_cast<size_t>(std::upper_bound(first, sorted_.end(), last) - first);
+  // The late steps in range would need a walk: as many as the array's share
+  // of them, about.
+  if (late_.empty() || sorted_.empty()) return in_sorted + (sorted_.empty() ? late_.size() : 0);
+  return in_sorted + std::min(late_.size(), late_.size() * in_sorted / sorted_.size() + 1);
 }
 
 size_t StepList::MemoryBytes() const {

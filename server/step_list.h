@@ -27,9 +27,16 @@ class StepList {
  public:
   // Adds `step`, which must not be in the list yet.
   void Insert(uint64_t step);
-  // The steps s with begin <= s <= last, in order, appended to *out.
-  void AppendRange(uint64_t begin, uint64_t last, std::vector<uint64_t>* out) const;
+  // The steps s with begin <= s <= last, in order, appended to *out: at most
+  // `max_count` of them, the first ones. Returns how many were appended.
+  size_t AppendRange(uint64_t begin, uint64_t last, std::vector<uint64_t>* out,
+                     size_t max_count = SIZE_MAX) const;
+  // About how many steps AppendRange(begin, last) lists, to reserve room for
+  // them: exact without late steps, at most late_size() off with them.
+  // O(log n).
+  size_t EstimateRange(uint64_t begin, uint64_t last) const;
   size_t size() const { return sorted_.size() + late_.size(); }
+  size_t late_size() const { return late_.size(); }
   // Heap bytes held (metrics, tests).
   size_t MemoryBytes() const;
 

@@ -1,7 +1,9 @@
 #include "server/trial.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -35,7 +37,9 @@ Trial::Trial(std::string name, std::shared_ptr<Notifier> notifier)
 
 void Trial::Apply(const TrialUpdate& update) {
   {
+    writers_waiting_.fetch_add(1);
     absl::MutexLock lock(&mu_);
+    writers_waiting_.fetch_sub(1);
     ApplyLocked(update);
   }
   version_.fetch_add(1);
@@ -55,8 +59,19 @@ void Trial::Apply(const TrialUpdate& update) {
 }
 
 void Trial::ApplyQuietly(const TrialUpdate& update) {
+  writers_waiting_.fetch_add(1);
   absl::MutexLock lock(&mu_);
+  writers_waiting_.fetch_sub(1);
   ApplyLocked(update);
+}
+
+void Trial::LetWritersIn() const {
+  if (writers_waiting_.load(std::memory_order_relaxed) == 0) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+  while (writers_waiting_.load(std::memory_order_relaxed) > 0 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
 }
 
 int Trial::WorkerIdLocked(const std::string& worker) {

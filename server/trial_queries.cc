@@ -2,6 +2,7 @@
 // collections, locating a tensor's records, rule statuses.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -35,10 +36,13 @@ namespace {
 // Grows `out` (outside the lock) so that a slice of a walk adds to it without
 // reallocating it under the lock: copying 1,000,000 results held it ~20 ms.
 template <typename T>
-void RoomForASlice(std::vector<T>* out) {
-  if (out->capacity() - out->size() >= Trial::kStepsPerLockHold) return;
-  out->reserve(std::max(2 * out->capacity(), out->size() + Trial::kStepsPerLockHold));
+void RoomForASlice(std::vector<T>* out, size_t slice = Trial::kStepsPerLockHold) {
+  if (out->capacity() - out->size() >= slice) return;
+  out->reserve(std::max(2 * out->capacity(), out->size() + std::max(slice, size_t{1024})));
 }
+
+// A slice of the global steps' copy (a memcpy of 512 KiB).
+constexpr size_t kGlobalStepsPerLockHold = 8 * Trial::kStepsPerLockHold;
 
 }  // namespace
 
@@ -47,26 +51,47 @@ absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplet
                                                    uint64_t range_end) const {
   std::vector<uint64_t> out;
   if (range_end != 0 && range_end <= range_begin) return out;
-  if (tensor.empty() && IsGlobalMode(mode)) {
-    absl::ReaderMutexLock lock(&mu_);
-    // Visibility is a prefix of the steps: the visible global steps in range
-    // are one slice of the sorted list.
-    int64_t visible_through = tracker_.complete_through();
-    if (show_incomplete)
-      visible_through = std::max(visible_through, tracker_.any_committed_through());
-    if (visible_through < 0) return out;
-    uint64_t end_step = static_cast<uint64_t>(visible_through);  // inclusive
-    if (range_end != 0) end_step = std::min(end_step, range_end - 1);
-    step_list_.AppendRange(range_begin, end_step, &out);
-    return out;
-  }
-  // The walks below take the lock for kStepsPerLockHold steps at a time.
+  // The walks below take the lock for kStepsPerLockHold steps at a time (a
+  // copy of the global steps for a few times as many: it is a memcpy).
   uint64_t from = range_begin;
+  if (tensor.empty() && IsGlobalMode(mode)) {
+    // Visibility is a prefix of the steps: the visible global steps in range
+    // are one run of the sorted list, as they were when the walk began.
+    uint64_t end_step;  // inclusive
+    size_t estimate;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      int64_t visible_through = tracker_.complete_through();
+      if (show_incomplete)
+        visible_through = std::max(visible_through, tracker_.any_committed_through());
+      if (visible_through < 0) return out;
+      end_step = static_cast<uint64_t>(visible_through);
+      if (range_end != 0) end_step = std::min(end_step, range_end - 1);
+      if (end_step < from) return out;
+      estimate = step_list_.EstimateRange(from, end_step);
+    }
+    // Room for them all, allocated outside the lock (growing the answer
+    // slice by slice, by doubling, made the copy four times as long).
+    out.reserve(estimate);
+    for (;;) {
+      // Room for a slice, or for what the estimate says is left (more room
+      // only when it was short: late steps).
+      RoomForASlice(
+          &out, std::min(kGlobalStepsPerLockHold,
+                         estimate > out.size() ? estimate - out.size() : kGlobalStepsPerLockHold));
+      LetWritersIn();
+      absl::ReaderMutexLock lock(&mu_);
+      const size_t n = step_list_.AppendRange(from, end_step, &out, kGlobalStepsPerLockHold);
+      if (n < kGlobalStepsPerLockHold || out.back() == end_step) return out;
+      from = out.back() + 1;
+    }
+  }
   if (tensor.empty()) {
     // One mode's steps. Visibility is a prefix of the steps: stop at the first
     // invisible one.
     for (;;) {
       RoomForASlice(&out);
+      LetWritersIn();
       absl::ReaderMutexLock lock(&mu_);
       auto it = steps_.lower_bound(from);
       for (size_t n = 0; n < kStepsPerLockHold; ++n, ++it) {
@@ -81,6 +106,7 @@ absl::StatusOr<std::vector<uint64_t>> Trial::Steps(int mode, bool show_incomplet
   }
   for (;;) {
     RoomForASlice(&out);
+    LetWritersIn();
     absl::ReaderMutexLock lock(&mu_);
     auto entry = FindTensorLocked(tensor);
     if (!entry.ok()) return entry.status();
@@ -468,6 +494,7 @@ absl::StatusOr<std::vector<Trial::Located>> Trial::LocateAll(const std::string& 
     from = it->first;
     mu_.ReaderUnlock();  // the committer may apply a write between slices
     RoomForASlice(&out);
+    LetWritersIn();
     mu_.ReaderLock();
     entry_or = FindTensorLocked(tensor);
     if (!entry_or.ok()) return entry_or.status();

@@ -56,6 +56,24 @@ TEST(StepListTest, ListsWhatASetHoldsWhateverTheOrderOfArrival) {
       if (i % 97 == 0) {
         const uint64_t a = rng() % (next + 10), b = rng() % (next + 10);
         ASSERT_EQ(Range(list, a, b), Expected(steps, a, b)) << "round " << round << " at " << i;
+        const size_t want = Expected(steps, a, b).size();
+        const size_t estimate = list.EstimateRange(a, b), late = list.late_size();
+        ASSERT_LE(estimate, want + late);
+        ASSERT_GE(estimate + late, want);
+        if (late == 0) ASSERT_EQ(estimate, want);
+        // In slices of at most k, each from the step after the last one
+        // listed (as Trial::Steps holds its lock for one slice at a time).
+        const size_t k = 1 + rng() % 50;
+        std::vector<uint64_t> sliced;
+        for (uint64_t from = a;;) {
+          const size_t before = sliced.size();
+          const size_t got = list.AppendRange(from, b, &sliced, k);
+          ASSERT_EQ(got, sliced.size() - before);
+          ASSERT_LE(got, k);
+          if (got < k || sliced.back() == b) break;
+          from = sliced.back() + 1;
+        }
+        ASSERT_EQ(sliced, Expected(steps, a, b)) << "round " << round << " at " << i << ", k " << k;
       }
     }
     ASSERT_EQ(list.size(), steps.size());
