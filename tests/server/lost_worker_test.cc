@@ -40,17 +40,18 @@ class WorkerProcess {
  public:
   // Starts it and waits for its "flushed" line; false if it failed first.
   bool Start(const std::vector<std::string>& args) {
+    // Built before fork(): the child of a threaded process may not malloc.
+    std::vector<std::string> copy = args;
+    std::string bin = Bin("step_writer");
+    std::vector<char*> argv{bin.data()};
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
     int out[2];
     if (pipe(out) != 0) return false;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], 1);
       close(out[0]);
-      std::vector<std::string> copy = args;
-      std::string bin = Bin("step_writer");
-      std::vector<char*> argv{bin.data()};
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
       execv(bin.c_str(), argv.data());
       _exit(127);
     }
