@@ -21,6 +21,7 @@
 
 #include "client/connection.h"
 #include "proto/tensorkeep.grpc.pb.h"
+#include "tests/server/child_argv.h"
 
 namespace tensorkeep {
 namespace rules_testing {
@@ -35,15 +36,7 @@ class RuleWorkerProcess {
   // Starts tensorkeep-rules with `args`; its stderr (and stdout) are
   // collected. Returns false if it could not be started.
   bool Start(const std::vector<std::string>& args) {
-    // Everything the child needs is built before fork(): a child of a
-    // threaded process may only make async-signal-safe calls until execv (a
-    // malloc there can wait forever on a lock another thread held at the
-    // fork; under ASan a rule worker hung so, printing nothing, in 1 of ~100).
-    std::string bin = RuleWorkerBinary();
-    std::vector<std::string> copy = args;
-    std::vector<char*> argv = {bin.data()};
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    const testing::ChildArgv child(RuleWorkerBinary(), args);  // before fork()
     int out[2];
     if (pipe(out) != 0) return false;
     pid_ = fork();
@@ -53,7 +46,7 @@ class RuleWorkerProcess {
       dup2(out[1], 2);
       close(out[0]);
       close(out[1]);
-      execv(bin.c_str(), argv.data());
+      execv(child.path(), child.argv());
       _exit(127);
     }
     close(out[1]);

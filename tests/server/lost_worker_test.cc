@@ -20,6 +20,7 @@
 #include "client/trial.h"
 #include "client/writer.h"
 #include "gmock/gmock.h"
+#include "tests/server/child_argv.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_server.h"
 
@@ -40,19 +41,14 @@ class WorkerProcess {
  public:
   // Starts it and waits for its "flushed" line; false if it failed first.
   bool Start(const std::vector<std::string>& args) {
-    // Built before fork(): the child of a threaded process may not malloc.
-    std::vector<std::string> copy = args;
-    std::string bin = Bin("step_writer");
-    std::vector<char*> argv{bin.data()};
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    const testing::ChildArgv child(Bin("step_writer"), args);  // before fork()
     int out[2];
     if (pipe(out) != 0) return false;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], 1);
       close(out[0]);
-      execv(bin.c_str(), argv.data());
+      execv(child.path(), child.argv());
       _exit(127);
     }
     close(out[1]);

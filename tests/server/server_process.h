@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/server/child_argv.h"
 namespace tensorkeep {
 namespace testing {
 
@@ -27,14 +28,7 @@ class ServerProcess {
   // Starts the server; returns false if it exits before listening. `first_line`
   // and `stderr_text` receive what it printed.
   bool Start(const std::vector<std::string>& args) {
-    // Built before fork(): the child of a threaded process may not malloc
-    // (it can wait forever on a lock another thread held at the fork).
-    std::vector<char*> argv;
-    std::string bin = ServerBinary();
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    const ChildArgv child(ServerBinary(), args);  // before fork()
     int out[2], err[2];
     if (pipe(out) != 0 || pipe(err) != 0) return false;
     pid_ = fork();
@@ -43,7 +37,7 @@ class ServerProcess {
       dup2(err[1], 2);
       close(out[0]);
       close(err[0]);
-      execv(bin.c_str(), argv.data());
+      execv(child.path(), child.argv());
       _exit(127);
     }
     close(out[1]);
