@@ -32,8 +32,7 @@ void StepList::MergeLate() {
 size_t StepList::AppendRange(uint64_t begin, uint64_t last, std::vector<uint64_t>* out,
                              size_t max_count) const {
   if (last < begin || max_count == 0) return 0;
-  auto first = std::lower_bound(sorted_.begin(), sorted_.end(), begin);
-  auto end = std::upper_bound(first, sorted_.end(), last);
+  auto [first, end] = SortedRange(begin, last);
   if (late_.empty()) {
     const size_t n = std::min(max_count, static_cast<size_t>(end - first));
     out->insert(out->end(), first, first + static_cast<std::ptrdiff_t>(n));
@@ -53,13 +52,20 @@ size_t StepList::AppendRange(uint64_t begin, uint64_t last, std::vector<uint64_t
   return n;
 }
 
+std::pair<StepList::Iter, StepList::Iter> StepList::SortedRange(uint64_t begin,
+                                                                uint64_t last) const {
+  auto first = std::lower_bound(sorted_.begin(), sorted_.end(), begin);
+  return {first, std::upper_bound(first, sorted_.end(), last)};
+}
+
 size_t StepList::EstimateRange(uint64_t begin, uint64_t last) const {
   if (last < begin) return 0;
-  auto first = std::lower_bound(sorted_.begin(), sorted_.end(), begin);
-  const auto in_sorted = static_cast<size_t>(std::upper_bound(first, sorted_.end(), last) - first);
+  const auto [first, end] = SortedRange(begin, last);
+  const auto in_sorted = static_cast<size_t>(end - first);
+  // (No late step without a step in the array: a first step is appended.)
+  if (late_.empty()) return in_sorted;
   // The late steps in range would need a walk: as many as the array's share
   // of them, about.
-  if (late_.empty() || sorted_.empty()) return in_sorted + (sorted_.empty() ? late_.size() : 0);
   return in_sorted + std::min(late_.size(), late_.size() * in_sorted / sorted_.size() + 1);
 }
 

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_set.h"
@@ -41,7 +42,10 @@ class StepList {
   size_t MemoryBytes() const;
 
  private:
+  using Iter = std::vector<uint64_t>::const_iterator;
   void MergeLate();
+  // The run of sorted_ with begin <= s <= last.
+  std::pair<Iter, Iter> SortedRange(uint64_t begin, uint64_t last) const;
 
   std::vector<uint64_t> sorted_;    // every step but the late ones, in order
   absl::btree_set<uint64_t> late_;  // steps below sorted_.back() when they came

@@ -36,12 +36,7 @@ Trial::Trial(std::string name, std::shared_ptr<Notifier> notifier)
     : name_(std::move(name)), notifier_(std::move(notifier)) {}
 
 void Trial::Apply(const TrialUpdate& update) {
-  {
-    writers_waiting_.fetch_add(1);
-    absl::MutexLock lock(&mu_);
-    writers_waiting_.fetch_sub(1);
-    ApplyLocked(update);
-  }
+  ApplyQuietly(update);
   version_.fetch_add(1);
   // A listener registered after this check reads the state applied above
   // when it starts (every reactor checks once after subscribing).
@@ -59,6 +54,7 @@ void Trial::Apply(const TrialUpdate& update) {
 }
 
 void Trial::ApplyQuietly(const TrialUpdate& update) {
+  // Counted while it waits: walks let it in between their slices.
   writers_waiting_.fetch_add(1);
   absl::MutexLock lock(&mu_);
   writers_waiting_.fetch_sub(1);

@@ -48,6 +48,18 @@ void Fill(Trial* trial, uint64_t n, uint64_t eval_every) {
   }
 }
 
+// `worker` (of `num_workers`) saves "loss" at TRAIN step `step` and commits
+// through `committed`.
+void SaveLoss(Trial* trial, const char* worker, uint32_t num_workers, uint64_t step,
+              int64_t committed) {
+  TrialUpdate u;
+  u.worker = worker;
+  u.num_workers = num_workers;
+  u.records.push_back(IndexedRecord{"loss", step, kTrain, step, {}});
+  u.committed_through = committed;
+  trial->Apply(u);
+}
+
 TEST(TrialLockTest, AnswersAcrossSlicesAreThoseOfOneWalk) {
   constexpr uint64_t n = 3 * Trial::kStepsPerLockHold + 123;
   Trial trial("t");
@@ -104,19 +116,12 @@ TEST(TrialLockTest, GlobalStepsAcrossSlicesAreThoseOfOneCopy) {
   // for three copies, and steps that worker_1 saved late (below worker_0's).
   constexpr uint64_t n = 3 * 8 * Trial::kStepsPerLockHold + 78;  // even: n - 1 is odd
   Trial trial("t");
-  const auto save = [&trial](const char* worker, uint64_t step, int64_t committed) {
-    TrialUpdate u;
-    u.worker = worker;
-    u.num_workers = 2;
-    u.records.push_back(IndexedRecord{"loss", step, kTrain, step, {}});
-    u.committed_through = committed;
-    trial.Apply(u);
-  };
   // worker_0 saves the even steps, worker_1 the odd ones, but only after
   // worker_0 is done: all of them late. Both commit through n - 1.
-  for (uint64_t s = 0; s < n; s += 2) save("worker_0", s, static_cast<int64_t>(s));
-  for (uint64_t s = 1; s < n; s += 2) save("worker_1", s, static_cast<int64_t>(s));
-  save("worker_0", n + 10, static_cast<int64_t>(n + 10));  // incomplete (worker_1 at n - 1)
+  for (uint64_t s = 0; s < n; s += 2) SaveLoss(&trial, "worker_0", 2, s, static_cast<int64_t>(s));
+  for (uint64_t s = 1; s < n; s += 2) SaveLoss(&trial, "worker_1", 2, s, static_cast<int64_t>(s));
+  SaveLoss(&trial, "worker_0", 2, n + 10,
+           static_cast<int64_t>(n + 10));  // incomplete (worker_1 at n - 1)
   std::vector<uint64_t> all(n);
   for (uint64_t s = 0; s < n; ++s) all[s] = s;
   EXPECT_EQ(*trial.Steps(kModeGlobal, false, "", 0, 0), all);
@@ -213,14 +218,7 @@ TEST(TrialLockTest, AReaderListingStepsInALoopDoesNotStarveTheCommitter) {
   constexpr uint64_t n = 1000000;
   constexpr int kListings = 500;
   Trial trial("t");
-  for (uint64_t s = 0; s < n; ++s) {
-    TrialUpdate u;
-    u.worker = "worker_0";
-    u.num_workers = 1;
-    u.records.push_back(IndexedRecord{"loss", s, kTrain, s, {}});
-    u.committed_through = static_cast<int64_t>(s);
-    trial.Apply(u);
-  }
+  for (uint64_t s = 0; s < n; ++s) SaveLoss(&trial, "worker_0", 1, s, static_cast<int64_t>(s));
   std::atomic<bool> done{false};
   double reading = 0;
   std::thread reader([&] {
@@ -236,13 +234,8 @@ TEST(TrialLockTest, AReaderListingStepsInALoopDoesNotStarveTheCommitter) {
   double longest = 0;
   int applied = 0;
   for (uint64_t s = n; !done; ++s, ++applied) {
-    TrialUpdate u;
-    u.worker = "worker_0";
-    u.num_workers = 1;
-    u.records.push_back(IndexedRecord{"loss", s, kTrain, s, {}});
-    u.committed_through = static_cast<int64_t>(s);
     const auto t = Clock::now();
-    trial.Apply(u);
+    SaveLoss(&trial, "worker_0", 1, s, static_cast<int64_t>(s));
     longest = std::max(longest, SecondsSince(t));
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
