@@ -59,11 +59,7 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
-import os
-import signal
-import sys
 import threading
-import time
 import weakref
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -72,6 +68,16 @@ import torch
 
 from tensorkeep._dtypes import NATIVE_CODES as _NATIVE_DTYPES
 
+from . import _process_exit
+from ._ranks import dist_group_for_stop as _dist_group_for_stop
+from ._ranks import dist_rank_and_size as _dist_rank_and_size
+from ._ranks import env_rank_and_size as _env_rank_and_size
+from ._stop_poller import StopPoller as _StopPoller
+from ._tensor_values import as_cpu_tensor as _as_cpu_tensor
+from ._tensor_values import copy_value as _copy_value
+from ._tensor_values import re_escape as _re_escape
+from ._tensor_values import reductions as _reductions
+from ._tensor_values import to_numpy as _to_numpy
 from ._modes import EVAL, GLOBAL, PREDICT, client_mode, mode_value
 from .collection import (
     SCALAR_COLLECTIONS,
@@ -160,108 +166,18 @@ def _refuse_ended_trial(out_dir: str) -> None:
         )
 
 
-def _dist_rank_and_size() -> Tuple[Optional[int], Optional[int]]:
-    dist = getattr(torch, "distributed", None)
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return None, None
-
-
-def _env_rank_and_size() -> Tuple[Optional[int], Optional[int]]:
-    """RANK and WORLD_SIZE as torchrun / torch.distributed.launch set them."""
-    try:
-        rank = int(os.environ["RANK"])
-        world = int(os.environ.get("WORLD_SIZE", "0")) or None
-    except (KeyError, ValueError):
-        return None, None
-    if rank < 0 or (world is not None and rank >= world):
-        return None, None
-    return rank, world
-
-
-def _dist_group_for_stop() -> Any:
-    """The process group should_stop() agrees on, or None when this process is not
-    one of several ranks of an initialised torch.distributed job. The default
-    group when its backend is gloo; else (NCCL: a CPU tensor cannot go through
-    it) a gloo group over the same ranks, created by the first call (on every
-    rank, since should_stop() is a collective)."""
-    dist = getattr(torch, "distributed", None)
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return None
-    if dist.get_world_size() <= 1:
-        return None
-    if dist.get_backend() == "gloo":
-        return dist.group.WORLD
-    return dist.new_group(backend="gloo")
-
-
-# How the process ends decides how an unclosed hook closes at exit: a normal
-# end is the end of training; an uncaught exception or SIGTERM is not (the
-# worker's stream ends without end of training, so the collector makes it
-# LOST after its --worker-timeout unless it comes back).
-_uncaught_exception = False
-_terminated_by: Optional[int] = None
-_previous_excepthook: Any = None
-_TERM_EXIT_CLOSE_SECONDS = 10.0
-
-
-def _note_uncaught(exc_type: Any, exc: Any, tb: Any) -> None:
-    global _uncaught_exception
-    _uncaught_exception = True
-    (_previous_excepthook or sys.__excepthook__)(exc_type, exc, tb)
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    """SIGTERM (what torchrun and schedulers send): ends the main thread with
-    SystemExit(128 + signum), so ``finally`` blocks run and the exit handler
-    sends what the hook queued and closes without end of training. A second
-    SIGTERM kills the process at once. As for every Python signal handler, it
-    runs in the main thread when that thread next runs Python code: a main
-    thread blocked in one long C call (one time.sleep(60)) is not interrupted
-    when the kernel delivered the signal to another thread (gRPC's)."""
-    global _terminated_by
-    _terminated_by = signum
-    signal.signal(signum, signal.SIG_DFL)
-    logger.warning("tensorkeep: SIGTERM: closing the hook without end of training, then exiting")
-    raise SystemExit(128 + signum)
-
-
-def _install_exit_handlers() -> None:
-    """Once per process: note an uncaught exception (sys.excepthook, chained),
-    and turn SIGTERM into SystemExit when nothing else handles it."""
-    global _previous_excepthook
-    if _previous_excepthook is None:
-        _previous_excepthook = sys.excepthook
-        sys.excepthook = _note_uncaught
-    if threading.current_thread() is threading.main_thread():
-        try:
-            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _on_sigterm)
-        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
-            pass
-
-
-def _ended_normally() -> bool:
-    """False after an uncaught exception in the main thread or a SIGTERM."""
-    if _uncaught_exception or _terminated_by is not None:
-        return False
-    # Set by the interpreter when the main script ends with an uncaught
-    # exception (even if another sys.excepthook replaced ours).
-    return getattr(sys, "last_value", None) is None
-
-
 def _close_at_exit(ref: "weakref.ReferenceType[Hook]") -> None:
     hook = ref()
     if hook is not None and not hook._closed:
-        finished = _ended_normally()
+        finished = _process_exit.ended_normally()
         if not finished:
             logger.warning(
                 "tensorkeep: the process ends with %s: closing %s without end of training",
-                "SIGTERM" if _terminated_by is not None else "an uncaught exception",
+                "SIGTERM" if _process_exit.terminated_by() is not None else "an uncaught exception",
                 hook.worker,
             )
         try:
-            hook._close(end_of_training=finished, timeout=10.0 if finished else _TERM_EXIT_CLOSE_SECONDS)
+            hook._close(end_of_training=finished, timeout=10.0 if finished else _process_exit.TERM_EXIT_CLOSE_SECONDS)
         except Exception:  # pragma: no cover - best effort at interpreter exit
             logger.exception("tensorkeep: closing the hook at exit failed")
 
@@ -457,7 +373,7 @@ class Hook:
             else:
                 self._tensorboard_addr = addr
         set_hook(self)
-        _install_exit_handlers()
+        _process_exit.install_exit_handlers()
         self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._atexit)
         if worker is not None or _dist_rank_and_size()[0] is not None:
@@ -1226,134 +1142,3 @@ class Hook:
 _DDP = torch.nn.parallel.DistributedDataParallel
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _WRAPPERS = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
-
-
-class _StopPoller:
-    """should_stop() for a process that does not save (include_workers='one', rank > 0):
-    asks the collector for the trial's stop request (GetTrial) at most once a second."""
-
-    def __init__(self, out_dir: str):
-        from tensorkeep import _address
-
-        self._addr = _address.parse(out_dir, write=True)
-        self._last = 0.0
-        self._value = False
-        self._channel: Any = None
-        self._get_trial: Any = None
-
-    def __call__(self) -> bool:
-        if self._value:
-            return True
-        now = time.monotonic()
-        if now - self._last < 1.0:
-            return False
-        self._last = now
-        try:
-            if self._get_trial is None:
-                from tensorkeep import _channel
-
-                self._channel = _channel.open_channel(self._addr.target)
-                self._get_trial = self._channel.unary_unary(
-                    _channel.method("GetTrial"),
-                    request_serializer=_channel.pb.TrialRef.SerializeToString,
-                    response_deserializer=_channel.pb.TrialSummary.FromString,
-                )
-                self._ref = _channel.pb.TrialRef(trial=self._addr.trial)
-            self._value = bool(self._get_trial(self._ref, timeout=2.0).stop_requested)
-        except Exception as e:  # noqa: BLE001 - the trial may not exist yet
-            logger.debug("tensorkeep: stop request poll failed: %s", e)
-        return self._value
-
-    def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-            self._get_trial = None
-
-
-# ----------------------------------------------------------------------------------------
-# Tensor helpers
-# ----------------------------------------------------------------------------------------
-def _re_escape(s: str) -> str:
-    import re
-
-    return re.escape(s)
-
-
-def _copy_value(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    return np.array(value, copy=True)
-
-
-def _as_cpu_tensor(value: Any) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):
-        t = value.detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        if t.is_sparse:
-            t = t.to_dense()
-        return t
-    arr = np.asarray(value)
-    if arr.dtype == object:
-        raise TypeError(f"value of type {type(value).__name__} is not numeric")
-    return torch.from_numpy(np.ascontiguousarray(arr))
-
-
-def _to_numpy(t: torch.Tensor) -> Any:
-    """A numpy view of ``t`` (the Writer copies it before returning); a bfloat16
-    tensor stays a tensor, which the Writer stores as bfloat16 (numpy has no
-    bfloat16)."""
-    if t.dtype == torch.bfloat16:
-        return t
-    if t.is_complex():
-        raise TypeError(f"complex tensors ({t.dtype}) are not supported")
-    if t.is_conj():
-        t = t.resolve_conj()
-    if t.is_neg():
-        t = t.resolve_neg()
-    if not t.is_contiguous():
-        t = t.contiguous()
-    return t.numpy()
-
-
-def _reductions(t: torch.Tensor, specs: Tuple[Tuple[str, bool], ...]) -> Optional[Dict[Tuple[str, bool], float]]:
-    """The requested reductions of ``t``, computed in float64 (norms of the flattened
-    tensor). ``std`` and ``variance`` use torch's default, Bessel's correction
-    (ddof=1), as smdebug's PyTorch hook saves them (NaN for one element), so
-    thresholds ported from smdebug keep their meaning."""
-    if t.numel() == 0:
-        return None
-    if t.is_complex():
-        raise TypeError(f"complex tensors ({t.dtype}) are not supported")
-    x = t.reshape(-1).to(torch.float64)
-    ax: Optional[torch.Tensor] = None
-    out: Dict[Tuple[str, bool], float] = {}
-    for name, use_abs in specs:
-        v = x
-        if use_abs:
-            if ax is None:
-                ax = x.abs()
-            v = ax
-        if name == "min":
-            r = v.min()
-        elif name == "max":
-            r = v.max()
-        elif name == "mean":
-            r = v.mean()
-        elif name == "sum":
-            r = v.sum()
-        elif name == "prod":
-            r = v.prod()
-        elif name == "std":
-            r = v.std()  # ddof=1, smdebug's PyTorch hook (torch's default)
-        elif name == "variance":
-            r = v.var()
-        elif name == "l1":
-            r = v.abs().sum()
-        elif name == "l2":
-            r = torch.sqrt(torch.dot(v, v))
-        else:  # validated by ReductionConfig
-            raise ValueError(f"unknown reduction {name!r}")
-        out[(name, use_abs)] = float(r)
-    return out
