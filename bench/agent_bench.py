@@ -2,13 +2,19 @@
 """What the PyTorch hook costs the training process, against the floor (issue 16).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/agent_bench.py [--bin-dir build/bin]
-        [--steps 300] [--rounds 5] [--warmup 20] [--smdebug DIR]
+        [--block-steps 25] [--rounds 40] [--warmup 20] [--smdebug DIR]
 
 Starts a collector and a tensorkeep-agent pinned to CPU 1 (``taskset``, as a
 collector on another machine would be) and trains on CPU 0: the MLP
 784-256-10 of bench/hook_bench.py, batch 64, one BLAS thread, weights, biases,
-gradients and the loss saved every step (~1.6 MB). Configurations, in rounds
-that alternate their order, each with one model they share:
+gradients and the loss saved every step (~1.6 MB). Configurations, each with
+its own copy of one model, run in rounds of one short block each (25 steps),
+their order reversed every other round: this VM's speed drifts by more than
+the effects measured, and a round's difference sees only the drift within
+its blocks. Each block starts with 5 untimed steps (its model back in the
+caches after the other blocks'). After each block, untimed, the agent and collector finish that
+block's work (a flush; smdebug's writer thread gets 50 ms), so that the next
+block does not pay for it:
 
 * ``no hook``;
 * ``floor``: no hook, but the saved tensors copied once into preallocated
@@ -17,6 +23,8 @@ that alternate their order, each with one model they share:
   push implementation since issue 16; the in-process Python push it replaced
   measured +5.9-6.7 ms a step and ~3.5 ms of process CPU on this machine);
 * ``agent 100``: the same with ``save_interval=100``;
+* ``dry run`` (not by default): the hook with ``dry_run=True``, its Python
+  work on the training thread without the copy and the hand-over;
 * ``smdebug``: smdebug 1.0.34's own PyTorch hook writing local files, from
   the checkout in ``--smdebug`` or $SMDEBUG_SRC (skipped, with the reason
   printed, when absent or when it cannot be imported here; its generated
@@ -29,10 +37,16 @@ mean step (which the median hides: steps that wait for room in the shared
 ring when the agent and collector take the data slower than training makes
 it; on this 2-core VM they do, see docs/performance.md), the training
 process's CPU per step (all its threads, ``time.process_time``), the
-training thread's CPU, and the overheads over no hook (median over
-rounds of each round's difference of medians); the snapshot floor is the
-median time of the copy alone. Prints a table and, as its last line, one
-JSON object.
+training thread's CPU, and the overheads over no hook: the median over
+rounds of each round's difference of mean steps (and, for ``agent 100``,
+whose rounds save a step only now and then, the mean over rounds); the
+snapshot floor is the median time of the copy alone. Prints a table and one JSON object.
+
+Then, as a peer (``--peers in-process``, the default, when
+bin/in_process_writer is built): the other shape the issue names, the C++
+writer inside the training process, which a pybind11 binding would run —
+its process CPU per saved step over the same floor, with the collector on
+the other CPU (bench/in_process_writer.cc; its own JSON line last).
 """
 
 import argparse
@@ -119,80 +133,122 @@ def smdebug_import(src: Optional[str], work: str):
         return None, f"smdebug from {src} cannot be imported here: {type(e).__name__}: {e}"
 
 
-def run(config: str, m: Model, steps: int, warmup: int, server: str, work: str, smd) -> Dict[str, float]:
-    import numpy as np
-    import torch
+class Config:
+    """One configuration with its own copy of the round's model (and hook),
+    run block after block between the others'."""
 
-    model, loss_fn, opt, x, y = m.module, m.loss_fn, m.opt, m.x, m.y
-    hook = None
-    if config in ("agent", "agent 100"):
-        import tensorkeep.pytorch as tkp
-        from tensorkeep import modes
+    def __init__(self, name: str, m: Model, server: str, work: str, smd) -> None:
+        import numpy as np
 
-        hook = tkp.Hook(
-            f"tensorkeep://{server}/bench-agent-{uuid.uuid4().hex[:10]}",
-            save_config=tkp.SaveConfig(save_interval=100 if config == "agent 100" else 1),
-            include_collections=COLLECTIONS,
-        )
-        hook.register_module(model)
-        hook.register_loss(loss_fn)
-        hook.set_mode(modes.TRAIN)
-    elif config == "smdebug":
-        hook = smd.Hook(
-            out_dir=os.path.join(work, f"smdebug-{uuid.uuid4().hex[:10]}"),
-            save_config=smd.SaveConfig(save_interval=1),
-            include_collections=COLLECTIONS,
-        )
-        hook.register_module(model)
-        hook.register_loss(loss_fn)
-        hook.set_mode(smd.modes.TRAIN)
-    params = list(model.parameters())
-    buffers = [np.empty(tuple(p.shape), np.float32) for p in params for _ in (0, 1)]
-    wall: List[float] = []
-    thread_cpu: List[float] = []
-    copy: List[float] = []
-    proc0 = 0.0
-    for i in range(warmup + steps):
-        if i == warmup:
-            proc0 = time.process_time()
-        c = time.thread_time()
+        self.name = name
+        # Each its own copy: a hook stays registered on its model (smdebug's
+        # never removes its own), and blocks of every configuration alternate.
+        self.m = copy.deepcopy(m)
+        self.hook = None
+        model, loss_fn = self.m.module, self.m.loss_fn
+        if name in ("agent", "agent 100", "dry run"):
+            import tensorkeep.pytorch as tkp
+            from tensorkeep import modes
+
+            self.hook = tkp.Hook(
+                f"tensorkeep://{server}/bench-agent-{uuid.uuid4().hex[:10]}",
+                save_config=tkp.SaveConfig(save_interval=100 if name == "agent 100" else 1),
+                include_collections=COLLECTIONS,
+                dry_run=name == "dry run",
+            )
+            self.hook.register_module(model)
+            self.hook.register_loss(loss_fn)
+            self.hook.set_mode(modes.TRAIN)
+        elif name == "smdebug":
+            self.hook = smd.Hook(
+                out_dir=os.path.join(work, f"smdebug-{uuid.uuid4().hex[:10]}"),
+                save_config=smd.SaveConfig(save_interval=1),
+                include_collections=COLLECTIONS,
+            )
+            self.hook.register_module(model)
+            self.hook.register_loss(loss_fn)
+            self.hook.set_mode(smd.modes.TRAIN)
+        self.params = list(model.parameters())
+        self.buffers = [np.empty(tuple(p.shape), np.float32) for p in self.params for _ in (0, 1)]
+        # Per round: (steps, wall s, process CPU s); per step: wall, thread CPU, copy.
+        self.rounds: List[tuple] = []
+        self.wall: List[float] = []
+        self.thread_cpu: List[float] = []
+        self.copy: List[float] = []
+        self.close_s = 0.0
+
+    def block(self, steps: int, keep: bool, warmup: int = 0) -> None:
+        """``warmup`` steps untimed (this model back in the caches after the
+        other configurations' blocks), then ``steps`` training steps, their
+        figures kept when ``keep``."""
+        import numpy as np
+        import torch
+
+        model, loss_fn, opt, x, y = self.m.module, self.m.loss_fn, self.m.opt, self.m.x, self.m.y
+        floor = self.name == "floor"
+        for _ in range(warmup):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+        wall: List[float] = []
+        thread_cpu: List[float] = []
+        copies: List[float] = []
+        proc0 = time.process_time()
+        for _ in range(steps):
+            c = time.thread_time()
+            t = time.perf_counter()
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            if floor:
+                t1 = time.perf_counter()
+                k = 0
+                with torch.no_grad():
+                    for p in self.params:
+                        np.copyto(self.buffers[k], p.detach().numpy())
+                        np.copyto(self.buffers[k + 1], p.grad.numpy())
+                        k += 2
+                    float(loss)
+                copies.append(time.perf_counter() - t1)
+            wall.append(time.perf_counter() - t)
+            thread_cpu.append(time.thread_time() - c)
+        proc = time.process_time() - proc0
+        self.drain()
+        if keep:
+            self.rounds.append((steps, sum(wall), proc))
+            self.wall += wall
+            self.thread_cpu += thread_cpu
+            self.copy += copies
+
+    def drain(self) -> None:
+        """Untimed, after each block: the agent and collector finish this
+        block's work (and smdebug's writer thread its files) before the next
+        configuration's block, which would otherwise pay for it."""
+        if self.name in ("agent", "agent 100"):
+            self.hook.flush()
+        elif self.name == "smdebug":
+            time.sleep(0.05)
+
+    def close(self) -> None:
         t = time.perf_counter()
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        if config == "floor":
-            t1 = time.perf_counter()
-            k = 0
-            with torch.no_grad():
-                for p in params:
-                    np.copyto(buffers[k], p.detach().numpy())
-                    np.copyto(buffers[k + 1], p.grad.numpy())
-                    k += 2
-                float(loss)
-            if i >= warmup:
-                copy.append(time.perf_counter() - t1)
-        dt = time.perf_counter() - t
-        dc = time.thread_time() - c
-        if i >= warmup:
-            wall.append(dt)
-            thread_cpu.append(dc)
-    proc = time.process_time() - proc0
-    t = time.perf_counter()
-    if hook is not None:
-        if config == "smdebug":
-            hook._cleanup()
-        else:
-            hook.close()
-    close_s = time.perf_counter() - t
-    return {
-        "ms": 1e3 * statistics.median(wall),
-        "mean_ms": 1e3 * statistics.fmean(wall),
-        "thread_cpu_ms": 1e3 * statistics.median(thread_cpu),
-        "process_cpu_ms": 1e3 * proc / steps,
-        "copy_ms": 1e3 * statistics.median(copy) if copy else 0.0,
-        "close_s": close_s,
-    }
+        if self.hook is not None:
+            if self.name == "smdebug":
+                self.hook._cleanup()
+            else:
+                self.hook.close()
+        self.close_s = time.perf_counter() - t
+
+    def figures(self) -> Dict[str, float]:
+        steps = sum(r[0] for r in self.rounds)
+        return {
+            "ms": 1e3 * statistics.median(self.wall),
+            "mean_ms": 1e3 * sum(r[1] for r in self.rounds) / steps,
+            "thread_cpu_ms": 1e3 * statistics.median(self.thread_cpu),
+            "process_cpu_ms": 1e3 * sum(r[2] for r in self.rounds) / steps,
+            "copy_ms": 1e3 * statistics.median(self.copy) if self.copy else 0.0,
+            "close_s": self.close_s,
+        }
 
 
 def start(args: List[str], cpu: str, env: Dict[str, str], log: str):
@@ -209,12 +265,17 @@ def start(args: List[str], cpu: str, env: Dict[str, str], log: str):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--block-steps", type=int, default=25, help="steps of one configuration's block in a round")
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--block-warmup", type=int, default=5,
+                    help="untimed steps at the start of each block: its model back in the caches")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--smdebug", default=os.environ.get("SMDEBUG_SRC"),
                     help="a checkout of sagemaker-debugger 1.0.34 (default $SMDEBUG_SRC)")
     ap.add_argument("--configs", default="no hook,floor,agent,agent 100,smdebug")
+    ap.add_argument("--peers", default="in-process",
+                    help="'in-process': also run bin/in_process_writer, the C++ writer inside the "
+                         "training process (the pybind11 shape's lower bound); '' for none")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import torch
@@ -237,7 +298,10 @@ def main() -> int:
         procs.append(agent)
         threading_note = f"training on CPU 0, collector and agent on CPU {other_cpu}"
         os.sched_setaffinity(0, {0})
-        return bench(args, address, work, threading_note)
+        rc = bench(args, address, work, threading_note)
+        if rc == 0 and "in-process" in args.peers:
+            in_process_writer(args, address)
+        return rc
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -248,6 +312,24 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def in_process_writer(args, address: str) -> None:
+    """The other shape issue 16 names, as a peer: the C++ writer in the
+    training process (bench/in_process_writer.cc), its process CPU per saved
+    step over the floor, pinned to this process's CPU."""
+    exe = os.path.join(args.bin_dir, "in_process_writer")
+    if not os.path.exists(exe):
+        print(f"in-process C++ writer: skipped: {exe} is not built", flush=True)
+        return
+    settle()
+    cmd = (["taskset", "-c", "0"] if shutil.which("taskset") else []) + [
+        exe, address, "--steps", str(args.block_steps), "--rounds", str(args.rounds)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        print(f"in-process C++ writer: failed: {out.stderr.strip()}", flush=True)
+        return
+    print(out.stdout.strip(), flush=True)
+
+
 def bench(args, address: str, work: str, note: str) -> int:
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     smd = None
@@ -256,32 +338,46 @@ def bench(args, address: str, work: str, note: str) -> int:
         if smd is None:
             print(f"smdebug: skipped: {why}", flush=True)
             configs.remove("smdebug")
-    results: Dict[str, List[Dict[str, float]]] = {c: [] for c in configs}
+    m = Model()
+    runs = {c: Config(c, m, address, work, smd) for c in configs}
+    settle()
+    for c in configs:
+        runs[c].block(args.warmup, keep=False)
+    # Short blocks, the configurations alternating (their order reversed every
+    # other round): the host's speed drifts by more than the effects measured
+    # (±15 % of a step over minutes on this VM), and a round's difference
+    # sees only the drift within its blocks.
     for r in range(args.rounds):
         order = configs if r % 2 == 0 else list(reversed(configs))
-        m = Model()
         for c in order:
-            settle()
-            # smdebug's hook never removes the hooks it registered (its
-            # _cleanup closes writers only): on the shared model they would
-            # run, and save, in every later configuration of the round.
-            model = copy.deepcopy(m) if c == "smdebug" else m
-            results[c].append(run(c, model, args.steps, args.warmup, address, work, smd))
-    med = lambda c, k: statistics.median(x[k] for x in results[c])  # noqa: E731
-    base = "no hook"
-    out: Dict[str, float] = {"steps": args.steps, "rounds": args.rounds}
-    print(f"{note}; {args.rounds} rounds x {args.steps} steps; medians")
+            runs[c].block(args.block_steps, keep=True, warmup=args.block_warmup)
+    for c in configs:
+        runs[c].close()
+    results = {c: runs[c].figures() for c in configs}
+
+    def per_round(c: str, k: int) -> List[float]:
+        """Per round: c's figure k per step minus no hook's (ms)."""
+        return [1e3 * (x[k] / x[0] - b[k] / b[0]) for x, b in zip(runs[c].rounds, runs["no hook"].rounds)]
+
+    med = lambda c, k: results[c][k]  # noqa: E731
+    out: Dict[str, float] = {"block_steps": args.block_steps, "rounds": args.rounds}
+    print(f"{note}; {args.rounds} rounds of a {args.block_steps}-step block each, alternating; "
+          "step: median; overheads: median over rounds of the round's difference of means")
     print(f"{'configuration':<12} {'step ms':>8} {'overhead ms':>12} {'mean step ms':>13} {'process cpu ms':>15} "
           f"{'cpu over no hook':>17} {'train thread cpu':>17} {'close s':>8}")
     for c in configs:
-        over = statistics.median(x["ms"] - b["ms"] for x, b in zip(results[c], results[base]))
-        cpu_over = statistics.median(x["process_cpu_ms"] - b["process_cpu_ms"] for x, b in zip(results[c], results[base]))
+        over = statistics.median(per_round(c, 1))
+        cpu_over = statistics.median(per_round(c, 2))
         key = c.replace(" ", "_").replace("-", "_")
         out[f"{key}_ms"] = med(c, "ms")
         out[f"{key}_mean_ms"] = med(c, "mean_ms")
         out[f"{key}_overhead_ms"] = over
         out[f"{key}_process_cpu_ms"] = med(c, "process_cpu_ms")
         out[f"{key}_cpu_overhead_ms"] = cpu_over
+        # The mean over rounds: what a configuration that saves one step in
+        # many ("agent 100") costs on average, which the median would hide.
+        out[f"{key}_mean_overhead_ms"] = statistics.fmean(per_round(c, 1))
+        out[f"{key}_mean_cpu_overhead_ms"] = statistics.fmean(per_round(c, 2))
         out[f"{key}_thread_cpu_ms"] = med(c, "thread_cpu_ms")
         print(f"{c:<12} {med(c, 'ms'):8.3f} {over:+12.3f} {med(c, 'mean_ms'):13.3f} {med(c, 'process_cpu_ms'):15.3f} {cpu_over:+17.3f} "
               f"{med(c, 'thread_cpu_ms'):17.3f} {med(c, 'close_s'):8.3f}")
@@ -309,7 +405,8 @@ def bench(args, address: str, work: str, note: str) -> int:
             print(f"agent: mean-step overhead / smdebug's = "
                   f"{(out['agent_mean_ms'] - out['no_hook_mean_ms']) / (out['smdebug_mean_ms'] - out['no_hook_mean_ms']):.2f}")
     if "agent 100" in configs:
-        print(f"agent 100: {100 * out['agent_100_overhead_ms'] / out['no_hook_ms']:+.2f} % over no hook (target <= 1 %)")
+        print(f"agent 100: {100 * out['agent_100_mean_overhead_ms'] / out['no_hook_mean_ms']:+.2f} % over no hook "
+              "(mean over rounds, saved steps included; target <= 1 %)")
     print(json.dumps(out))
     return 0
 
