@@ -54,10 +54,14 @@ struct Tensor {
 // The MLP's saved tensors, with smdebug's names as the hook gives them.
 std::vector<Tensor> SavedTensors() {
   const std::vector<std::pair<std::string, size_t>> shapes = {
-      {"Sequential_0.weight", 256 * 784}, {"Sequential_0.bias", 256},
-      {"Sequential_2.weight", 10 * 256},  {"Sequential_2.bias", 10},
-      {"gradient/Sequential_0.weight", 256 * 784}, {"gradient/Sequential_0.bias", 256},
-      {"gradient/Sequential_2.weight", 10 * 256},  {"gradient/Sequential_2.bias", 10},
+      {"Sequential_0.weight", 256 * 784},
+      {"Sequential_0.bias", 256},
+      {"Sequential_2.weight", 10 * 256},
+      {"Sequential_2.bias", 10},
+      {"gradient/Sequential_0.weight", 256 * 784},
+      {"gradient/Sequential_0.bias", 256},
+      {"gradient/Sequential_2.weight", 10 * 256},
+      {"gradient/Sequential_2.bias", 10},
       {"CrossEntropyLoss_output_0", 1}};
   std::vector<Tensor> out;
   for (const auto& [name, n] : shapes) out.push_back({name, std::vector<float>(n, 0.5f)});
@@ -166,12 +170,14 @@ int main(int argc, char** argv) {
   }
   const double floor = Median(floor_over);
   const double over = Median(writer_over);
-  std::printf("in-process C++ writer: %d rounds x %d steps of %.2f MB; process CPU per step over the "
-              "training pass, medians\n",
-              rounds, steps, static_cast<double>(step_bytes) / 1e6);
+  std::printf(
+      "in-process C++ writer: %d rounds x %d steps of %.2f MB; process CPU per step over the "
+      "training pass, medians\n",
+      rounds, steps, static_cast<double>(step_bytes) / 1e6);
   std::printf("floor (the copy alone)  %+.3f ms\n", floor);
   std::printf("writer                  %+.3f ms  (%.2f x the floor)\n", over, over / floor);
-  std::printf("{\"step_bytes\": %zu, \"floor_cpu_ms\": %.4f, \"writer_cpu_ms\": %.4f, \"ratio\": %.3f}\n",
-              step_bytes, floor, over, over / floor);
+  std::printf(
+      "{\"step_bytes\": %zu, \"floor_cpu_ms\": %.4f, \"writer_cpu_ms\": %.4f, \"ratio\": %.3f}\n",
+      step_bytes, floor, over, over / floor);
   return 0;
 }
