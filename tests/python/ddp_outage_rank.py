@@ -64,8 +64,15 @@ def main() -> None:
         longest = max(longest, took)
         if took < STEP_S:
             time.sleep(STEP_S - took)
-        if after is None and os.path.exists(flag):
-            after = step + AFTER
+        if after is None:
+            # The ranks must stop at the same step (a rank that trains one
+            # step more waits in DDP's all-reduce for a peer already in the
+            # final barrier), so they agree on when they saw the flag: one
+            # rank may see the file a step before the other.
+            seen = torch.tensor([1 if os.path.exists(flag) else 0])
+            dist.all_reduce(seen, op=dist.ReduceOp.MAX)
+            if seen.item():
+                after = step + AFTER
         if after is not None and step >= after:
             break
     writer = hook._writer
