@@ -318,7 +318,7 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
     }
   }
   if (reads_done_) {
-    if (inflight_.empty() && !writing_ && !handling_ && !starting_read_) {
+    if (inflight_.empty() && !writing_ && !handling_ && reads_starting_ == 0) {
       finished_ = true;
       a.finish = true;
       a.status = absl::IsCancelled(error_) ? absl::OkStatus() : error_;
@@ -330,7 +330,7 @@ PushReactor::Actions PushReactor::NextActionsLocked() {
        (inflight_bytes_ < kStreamWindowBytes && inflight_.size() < kMaxInflightMessages &&
         collector_->queued_bytes() < kQueueBudget && !collector_->memory()->over()))) {
     reading_ = true;
-    starting_read_ = true;
+    ++reads_starting_;
     a.read = true;
   }
   return a;
@@ -341,7 +341,7 @@ void PushReactor::Act(const Actions& actions) {
   for (;;) {
     // A read and a write may be outstanding together. The reactor cannot
     // finish while a write it started is pending (writing_), nor before the
-    // read decided with it is started (starting_read_).
+    // read decided with it is started (reads_starting_).
     if (a.read) StartRead(request_);
     if (a.write) StartWrite(&response_);  // response_ is not touched again until OnWriteDone
     if (a.finish) {
@@ -355,7 +355,7 @@ void PushReactor::Act(const Actions& actions) {
     // The read is started: the stream may finish now, here or on another
     // thread, whichever sees the last condition go.
     absl::MutexLock lock(&mu_);
-    starting_read_ = false;
+    --reads_starting_;  // this thread's read, whoever decided another since
     a = NextActionsLocked();
   }
 }

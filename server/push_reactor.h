@@ -96,10 +96,13 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
  private:
   // What to do after a state change, decided under mu_ and done outside it.
   // A read decided here is only started after mu_ is released: until Act has
-  // started it (starting_read_), the stream may not finish, or another thread
+  // started it (reads_starting_), the stream may not finish, or another thread
   // could finish it and have the reactor deleted under the StartRead (ASan saw
   // it: a commit deciding a read while the client's cancel failed the ack
-  // write). Act touches nothing after its last gRPC call: once a write or
+  // write). A count, not a flag: the read one thread started can complete,
+  // and another thread decide the next read, before the first thread is back
+  // under mu_ to say its read is started (ASan saw that too, a flag cleared
+  // by the first thread left the second one's StartRead unguarded). Act touches nothing after its last gRPC call: once a write or
   // Finish is started, the reactor may be deleted (OnDone) on another thread
   // at any moment.
   struct Actions {
@@ -162,8 +165,9 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   // calls back into this reactor: it must not finish (and be deleted) before.
   bool handling_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  // A read was decided under mu_ and Act has not started it yet.
-  bool starting_read_ ABSL_GUARDED_BY(mu_) = false;
+  // Reads decided under mu_ that their Act has not started yet (0 or 1, and
+  // briefly 2: see Actions).
+  int reads_starting_ ABSL_GUARDED_BY(mu_) = 0;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_sent_ ABSL_GUARDED_BY(mu_) = false;
