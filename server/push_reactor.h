@@ -102,9 +102,10 @@ class PushReactor : public grpc::ServerBidiReactor<v1::PushRequest, v1::PushResp
   // write). A count, not a flag: the read one thread started can complete,
   // and another thread decide the next read, before the first thread is back
   // under mu_ to say its read is started (ASan saw that too, a flag cleared
-  // by the first thread left the second one's StartRead unguarded). Act touches nothing after its last gRPC call: once a write or
-  // Finish is started, the reactor may be deleted (OnDone) on another thread
-  // at any moment.
+  // by the first thread left the second one's StartRead unguarded). Act
+  // touches nothing after its last gRPC call: once a write or Finish is
+  // started, the reactor may be deleted (OnDone) on another thread at any
+  // moment.
   struct Actions {
     bool read = false;
     bool write = false;
