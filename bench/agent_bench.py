@@ -6,9 +6,11 @@
 
 Starts a collector and a tensorkeep-agent pinned to CPU 1 (``taskset``, as a
 collector on another machine would be) and trains on CPU 0: the MLP
-784-256-10 of bench/hook_bench.py, batch 64, one BLAS thread, weights, biases,
+784-256-10 of bench/mlp.py, batch 64, one BLAS thread, weights, biases,
 gradients and the loss saved every step (~1.6 MB). Configurations, each with
-its own copy of one model, run in rounds of one short block each (25 steps),
+its own copy of one model (stepping in turn in each of as many copies of a
+step's memory, bench/mlp.py's Storage: a copy's placement alone moved a step
+by up to 0.10 ms), run in rounds of one short block each (25 steps),
 their order reversed every other round: this VM's speed drifts by more than
 the effects measured, and a round's difference sees only the drift within
 its blocks. Each block starts with 5 untimed steps (its model back in the
@@ -25,6 +27,10 @@ block does not pay for it:
 * ``agent 100``: the same with ``save_interval=100``;
 * ``dry run`` (not by default): the hook with ``dry_run=True``, its Python
   work on the training thread without the copy and the hand-over;
+* ``hand-over`` (not by default): ``agent`` with the training thread's CPU
+  in the hand-over's calls (the writer stream's add_record, which copies
+  into the ring, and end_step, which sends) timed: with ``dry run``, what
+  the agent's figure is made of;
 * ``smdebug``: smdebug 1.0.34's own PyTorch hook writing local files, from
   the checkout in ``--smdebug`` or $SMDEBUG_SRC (skipped, with the reason
   printed, when absent or when it cannot be imported here; its generated
@@ -63,22 +69,11 @@ import uuid
 from typing import Dict, List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mlp import Model, Storage  # noqa: E402
 from quiet import settle  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = ["weights", "biases", "gradients", "losses"]
-
-
-class Model:
-    def __init__(self) -> None:
-        import torch
-
-        torch.manual_seed(0)
-        self.module = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
-        self.loss_fn = torch.nn.CrossEntropyLoss()
-        self.opt = torch.optim.SGD(self.module.parameters(), lr=0.01)
-        self.x = torch.randn(64, 784)
-        self.y = torch.randint(0, 10, (64,))
 
 
 def smdebug_import(src: Optional[str], work: str):
@@ -146,7 +141,7 @@ class Config:
         self.m = copy.deepcopy(m)
         self.hook = None
         model, loss_fn = self.m.module, self.m.loss_fn
-        if name in ("agent", "agent 100", "dry run"):
+        if name in ("agent", "agent 100", "dry run", "hand-over"):
             import tensorkeep.pytorch as tkp
             from tensorkeep import modes
 
@@ -168,44 +163,46 @@ class Config:
             self.hook.register_module(model)
             self.hook.register_loss(loss_fn)
             self.hook.set_mode(smd.modes.TRAIN)
-        self.params = list(model.parameters())
-        self.buffers = [np.empty(tuple(p.shape), np.float32) for p in self.params for _ in (0, 1)]
+        self.buffers = [np.empty(tuple(p.shape), np.float32) for p in self.m.params for _ in (0, 1)]
         # Per round: (steps, wall s, process CPU s); per step: wall, thread CPU, copy.
         self.rounds: List[tuple] = []
         self.wall: List[float] = []
         self.thread_cpu: List[float] = []
         self.copy: List[float] = []
         self.close_s = 0.0
+        self.handover_s = 0.0  # "hand-over": thread CPU in the stream's calls, kept blocks
+        self.handover_steps = 0
+        self._timing = False
+        self._keep = False  # within a kept block's timed steps
 
-    def block(self, steps: int, keep: bool, warmup: int = 0) -> None:
-        """``warmup`` steps untimed (this model back in the caches after the
-        other configurations' blocks), then ``steps`` training steps, their
-        figures kept when ``keep``."""
+    def block(self, steps: int, keep: bool, storage: Storage, warmup: int = 0) -> None:
+        """In ``storage``'s memory, ``warmup`` steps untimed (this model back
+        in the caches after the other configurations' blocks), then ``steps``
+        training steps, their figures kept when ``keep``."""
         import numpy as np
         import torch
 
-        model, loss_fn, opt, x, y = self.m.module, self.m.loss_fn, self.m.opt, self.m.x, self.m.y
+        m = self.m
+        m.use(storage)
+        if self.name == "hand-over" and self.hook._writer is not None and not self._timing:
+            self._time_handover(self.hook._writer._stream)
         floor = self.name == "floor"
         for _ in range(warmup):
-            opt.zero_grad()
-            loss_fn(model(x), y).backward()
-            opt.step()
+            m.step()
         wall: List[float] = []
         thread_cpu: List[float] = []
         copies: List[float] = []
+        self._keep = keep
         proc0 = time.process_time()
         for _ in range(steps):
             c = time.thread_time()
             t = time.perf_counter()
-            opt.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
+            loss = m.step()
             if floor:
                 t1 = time.perf_counter()
                 k = 0
                 with torch.no_grad():
-                    for p in self.params:
+                    for p in m.params:
                         np.copyto(self.buffers[k], p.detach().numpy())
                         np.copyto(self.buffers[k + 1], p.grad.numpy())
                         k += 2
@@ -214,6 +211,7 @@ class Config:
             wall.append(time.perf_counter() - t)
             thread_cpu.append(time.thread_time() - c)
         proc = time.process_time() - proc0
+        self._keep = False
         self.drain()
         if keep:
             self.rounds.append((steps, sum(wall), proc))
@@ -221,11 +219,31 @@ class Config:
             self.thread_cpu += thread_cpu
             self.copy += copies
 
+    def _time_handover(self, stream) -> None:
+        """Wraps this configuration's stream's add_record and end_step (its
+        own instance only) to add their thread CPU to handover_s."""
+        self._timing = True
+
+        def timed(fn, ends_step):
+            def call(*a, **k):
+                t = time.thread_time()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    if self._keep:
+                        self.handover_s += time.thread_time() - t
+                        self.handover_steps += ends_step
+
+            return call
+
+        stream.add_record = timed(stream.add_record, 0)
+        stream.end_step = timed(stream.end_step, 1)
+
     def drain(self) -> None:
         """Untimed, after each block: the agent and collector finish this
         block's work (and smdebug's writer thread its files) before the next
         configuration's block, which would otherwise pay for it."""
-        if self.name in ("agent", "agent 100"):
+        if self.name in ("agent", "agent 100", "hand-over"):
             self.hook.flush()
         elif self.name == "smdebug":
             time.sleep(0.05)
@@ -248,6 +266,7 @@ class Config:
             "process_cpu_ms": 1e3 * sum(r[2] for r in self.rounds) / steps,
             "copy_ms": 1e3 * statistics.median(self.copy) if self.copy else 0.0,
             "close_s": self.close_s,
+            "handover_ms": 1e3 * self.handover_s / max(1, self.handover_steps),
         }
 
 
@@ -340,9 +359,13 @@ def bench(args, address: str, work: str, note: str) -> int:
             configs.remove("smdebug")
     m = Model()
     runs = {c: Config(c, m, address, work, smd) for c in configs}
+    # As many copies of the memory a step works in as configurations, each
+    # configuration's model stepping in each of them in turn (bench/mlp.py: a
+    # copy's placement alone moved a step by up to 0.10 ms).
+    storages = [Storage(m) for _ in configs]
     settle()
-    for c in configs:
-        runs[c].block(args.warmup, keep=False)
+    for i, c in enumerate(configs):
+        runs[c].block(args.warmup, keep=False, storage=storages[i])
     # Short blocks, the configurations alternating (their order reversed every
     # other round): the host's speed drifts by more than the effects measured
     # (±15 % of a step over minutes on this VM), and a round's difference
@@ -350,7 +373,8 @@ def bench(args, address: str, work: str, note: str) -> int:
     for r in range(args.rounds):
         order = configs if r % 2 == 0 else list(reversed(configs))
         for c in order:
-            runs[c].block(args.block_steps, keep=True, warmup=args.block_warmup)
+            storage = storages[(configs.index(c) + r) % len(storages)]
+            runs[c].block(args.block_steps, keep=True, storage=storage, warmup=args.block_warmup)
     for c in configs:
         runs[c].close()
     results = {c: runs[c].figures() for c in configs}
@@ -389,6 +413,10 @@ def bench(args, address: str, work: str, note: str) -> int:
                 k = c.replace("-", "_")
                 print(f"{c}: process CPU over no hook / floor = "
                       f"{out[f'{k}_cpu_overhead_ms'] / out['snapshot_floor_ms']:.2f} (target <= 2)")
+    if "hand-over" in configs:
+        out["handover_thread_cpu_ms"] = med("hand-over", "handover_ms")
+        print(f"hand-over: the training thread's CPU in the stream's add_record and end_step "
+              f"(the copy into the ring and the send): {out['handover_thread_cpu_ms']:.3f} ms a step")
     if "smdebug" in configs:
         for c in ("agent",):
             if c in configs:

@@ -40,32 +40,15 @@ from typing import Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_agent_env  # noqa: E402,F401  (an agent of its own)
+from mlp import Model  # noqa: E402,F401  (one per round, shared by its configurations; see mlp.py)
 from quiet import settle  # noqa: E402
-
-
-class Model:
-    """The MLP, its loss, optimizer and batch. One per round, shared by the
-    round's configurations: the same model's step time moves between two
-    levels from one instance to the next (4.9 or 8.1 ms of backward with
-    Debian's reference BLAS, with no hook at all), which would otherwise read
-    as the hook's overhead."""
-
-    def __init__(self) -> None:
-        import torch
-
-        torch.manual_seed(0)
-        self.module = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
-        self.loss_fn = torch.nn.CrossEntropyLoss()
-        self.opt = torch.optim.SGD(self.module.parameters(), lr=0.01)
-        self.x = torch.randn(64, 784)
-        self.y = torch.randint(0, 10, (64,))
 
 
 def run(server: str, config: str, m: Model, steps: int, warmup: int) -> Tuple[List[float], List[float], float]:
     import tensorkeep.pytorch as tkp
     from tensorkeep import modes
 
-    model, loss_fn, opt, x, y = m.module, m.loss_fn, m.opt, m.x, m.y
+    model, loss_fn = m.module, m.loss_fn
     hook = None
     if config != "no hook":
         hook = tkp.Hook(
@@ -81,10 +64,7 @@ def run(server: str, config: str, m: Model, steps: int, warmup: int) -> Tuple[Li
     for i in range(warmup + steps):
         c = time.thread_time()
         t = time.perf_counter()
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        m.step()
         dt = time.perf_counter() - t
         dc = time.thread_time() - c
         if i >= warmup:

@@ -1,0 +1,59 @@
+"""The model the hook benches train: an MLP 784-256-10 on batches of 64
+(SGD, CrossEntropyLoss), one training step, and the memory a step works in.
+
+Used by bench/hook_bench.py and bench/agent_bench.py (and, through
+hook_bench, tests/python/test_pytorch_hook.py's overhead test).
+
+Why ``Storage``: the same model's step time moves from one instance to the
+next (4.9 or 8.1 ms of backward with Debian's reference BLAS; with OpenBLAS,
+five hook-free copies interleaved differed by up to 0.10 ms a step of ~3 ms,
+a different copy the slowest each run), which a bench comparing
+configurations would read as a hook's cost. Where a configuration needs a
+model of its own (a hook stays registered on it), the benches give every
+model each of several ``Storage`` in turn, so that each configuration steps
+in every copy's memory alike.
+"""
+
+from typing import List
+
+
+class Storage:
+    """One copy of the memory a step reads and writes in place: the
+    parameters, their gradients and the batch."""
+
+    def __init__(self, model: "Model") -> None:
+        import torch
+
+        self.data = [p.data.clone() for p in model.params]
+        self.grads = [torch.zeros_like(p.data) for p in model.params]
+        self.x = model.x.clone()
+        self.y = model.y.clone()
+
+
+class Model:
+    def __init__(self) -> None:
+        import torch
+
+        torch.manual_seed(0)
+        self.module = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.opt = torch.optim.SGD(self.module.parameters(), lr=0.01)
+        self.x = torch.randn(64, 784)
+        self.y = torch.randint(0, 10, (64,))
+        self.params: List = list(self.module.parameters())
+
+    def step(self):
+        """One training step: zero_grad, forward, loss, backward, optimizer step. Returns the loss."""
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.module(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def use(self, storage: Storage) -> None:
+        """Steps from now on in ``storage``'s memory (the parameter objects,
+        and the hooks registered on them, stay)."""
+        for p, d, g in zip(self.params, storage.data, storage.grads):
+            p.data = d
+            p.grad = g
+        self.x, self.y = storage.x, storage.y
