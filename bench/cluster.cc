@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "base/rendezvous.h"
 #include "base/status_macros.h"
+#include "bench/percentile.h"
 #include "bench/subprocess.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/tensorkeep.grpc.pb.h"
@@ -163,12 +164,6 @@ class SimWriter : public grpc::ClientBidiReactor<v1::PushRequest, v1::PushRespon
   grpc::Status status_;
   bool complete_ = false;
 };
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
 
 // Ports free now on loopback (the collectors of a cluster must know each
 // other's addresses before they start).

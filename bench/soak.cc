@@ -21,6 +21,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "bench/baselines.h"
+#include "bench/percentile.h"
 #include "bench/subprocess.h"
 #include "client/connection.h"
 #include "client/trial.h"
@@ -487,14 +488,6 @@ uint64_t DirBytes(const std::string& dir) {
     if (it->is_regular_file(ec2)) total += it->file_size(ec2);
   }
   return total;
-}
-
-double Percentile(std::vector<float> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(q * v.size()));
-  rank = std::clamp<size_t>(rank, 1, v.size());
-  return v[rank - 1];
 }
 
 }  // namespace

@@ -50,6 +50,7 @@
 #include "bench/cipher_cost.h"
 #include "bench/report.h"
 #include "bench/hostile_regex.h"
+#include "bench/percentile.h"
 #include "bench/cluster.h"
 #include "bench/cpu_placement.h"
 #include "bench/link_latency.h"
@@ -120,15 +121,6 @@ constexpr char kUsage[] =
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// The nearest-rank percentile q (0..1] of `v`.
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(q * v.size()));
-  rank = std::clamp<size_t>(rank, 1, v.size());
-  return v[rank - 1];
 }
 
 std::string SizeName(size_t bytes) {
