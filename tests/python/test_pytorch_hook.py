@@ -400,6 +400,52 @@ class TestHookNames:
         assert w.names(0) == ["CrossEntropyLoss_output_0", "CrossEntropyLoss_output_1"]
         assert w.names(1) == ["CrossEntropyLoss_output_0"]
 
+    def test_nested_inputs_and_outputs_are_numbered_in_order(self, fake_writer):
+        """Tuples, lists and non-tensors mixed: each tensor gets the next index,
+        in order, whichever path the hook takes for it; a regex choosing one
+        index saves exactly that one, with its own value."""
+
+        class Multi(torch.nn.Module):
+            def forward(self, a, b, scale):
+                return a + 1, [b * 2, (a - 1, None, b - 1)], torch.nn.Parameter(a.sum())
+
+        class Outer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.multi = Multi()
+
+            def forward(self, a, b):
+                out = self.multi(a, b, 3.0)
+                self.multi(out[0], b, 1.0)  # a second call in the step: indices go on
+                return out[0]
+
+        a, b = torch.randn(2, 3), torch.randn(3)
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1),
+                        include_collections=["picked"])
+        hook.get_collection("picked").include(r"^multi_output_(3|6)$|^multi_input_2$")
+        net = Outer()
+        hook.register_module(net)
+        with torch.no_grad():
+            net(a, b)
+        hook.close()
+        w = fake_writer[0]
+        assert w.names(0) == ["multi_input_2", "multi_output_3", "multi_output_6"]
+        np.testing.assert_array_equal(w.get("multi_output_3", 0)["value"], (b - 1).numpy())
+        np.testing.assert_array_equal(w.get("multi_input_2", 0)["value"], (a + 1).numpy())
+        np.testing.assert_array_equal(w.get("multi_output_6", 0)["value"], (b * 2).numpy())
+
+        fake_writer.clear()
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1),
+                        include_collections=[], save_all=True)
+        net = Outer()
+        hook.register_module(net)
+        with torch.no_grad():
+            net(a, b)
+        hook.close()
+        multi = [n for n in fake_writer[0].names(0) if n.startswith("multi_")]
+        assert multi == sorted([f"multi_input_{i}" for i in range(4)] + [f"multi_output_{i}" for i in range(10)])
+        np.testing.assert_array_equal(fake_writer[0].get("multi_output_9", 0)["value"], (a + 1).sum().numpy())
+
     def test_record_tensor_value_for_functional_losses(self, fake_writer):
         hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1))
         model = _mlp()
