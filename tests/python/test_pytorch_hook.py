@@ -261,6 +261,40 @@ ALL4 = ["weights", "biases", "gradients", "losses"]
 
 
 class TestHookSteps:
+    def test_unsaved_steps_leave_no_gradient_hook_behind(self, fake_writer):
+        """A step that saves nothing runs with no hook of ours on the
+        parameters, not even an empty hook dict (which the autograd engine
+        would still call into Python for); a user's own hook stays and fires
+        at every backward, and the saved steps' gradients are the ones
+        backward computed."""
+        model, x = _mlp(), torch.randn(4, 8)
+        params = list(model.parameters())
+        user_calls = []
+        params[0].register_hook(lambda g: user_calls.append(1))
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=2),
+                        include_collections=["gradients"])
+        hook.register_module(model)
+        grads, hooks_seen = {}, {}
+        for step in range(5):
+            model.zero_grad()
+            out = model(x)  # starts the step: attaches or detaches the hooks
+            hooks_seen[step] = [None if p._backward_hooks is None else len(p._backward_hooks) for p in params]
+            out.sum().backward()
+            grads[step] = [p.grad.clone() for p in params]
+        hook.close()
+        assert hooks_seen[1] == hooks_seen[3] == [1, None, None, None]
+        assert hooks_seen[0] == hooks_seen[2] == hooks_seen[4] == [2, 1, 1, 1]
+        assert [p._backward_hooks for p in params[1:]] == [None, None, None]
+        assert len(params[0]._backward_hooks) == 1 and len(user_calls) == 5
+        w = fake_writer[0]
+        assert w.steps() == [0, 2, 4]
+        names = ["gradient/Sequential_0.weight", "gradient/Sequential_0.bias",
+                 "gradient/Sequential_2.weight", "gradient/Sequential_2.bias"]
+        for step in (0, 2, 4):
+            assert w.names(step) == sorted(names)
+            for name, g in zip(names, grads[step]):
+                np.testing.assert_array_equal(w.get(name, step)["value"], g.numpy())
+
     def test_save_interval_2_with_10_train_and_4_eval_steps(self, fake_writer):
         hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=2), include_collections=ALL4)
         _fixture_run(hook)
