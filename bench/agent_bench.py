@@ -25,9 +25,9 @@ block does not pay for it:
   push implementation since issue 16; the in-process Python push it replaced
   measured +5.9-6.7 ms a step and ~3.5 ms of process CPU on this machine);
 * ``agent 100``: the same with ``save_interval=100``;
-* ``dry run`` (not by default): the hook with ``dry_run=True``, its Python
+* ``dry run``: the hook with ``dry_run=True``, its Python
   work on the training thread without the copy and the hand-over;
-* ``hand-over`` (not by default): ``agent`` with the training thread's CPU
+* ``hand-over``: ``agent`` with the training thread's CPU
   in the hand-over's calls (the writer stream's add_record, which copies
   into the ring, and end_step, which sends) timed: with ``dry run``, what
   the agent's figure is made of;
@@ -291,7 +291,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--smdebug", default=os.environ.get("SMDEBUG_SRC"),
                     help="a checkout of sagemaker-debugger 1.0.34 (default $SMDEBUG_SRC)")
-    ap.add_argument("--configs", default="no hook,floor,agent,agent 100,smdebug")
+    ap.add_argument("--configs", default="no hook,floor,agent,agent 100,dry run,hand-over,smdebug")
     ap.add_argument("--peers", default="in-process",
                     help="'in-process': also run bin/in_process_writer, the C++ writer inside the "
                          "training process (the pybind11 shape's lower bound); '' for none")
