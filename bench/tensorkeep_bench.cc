@@ -23,15 +23,16 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -43,18 +44,18 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "base/status_macros.h"
 #include "base/process_tuning.h"
+#include "base/status_macros.h"
 #include "base/tokens.h"
 #include "bench/baselines.h"
 #include "bench/cipher_cost.h"
-#include "bench/report.h"
-#include "bench/hostile_regex.h"
-#include "bench/percentile.h"
 #include "bench/cluster.h"
 #include "bench/cpu_placement.h"
+#include "bench/hostile_regex.h"
 #include "bench/link_latency.h"
+#include "bench/percentile.h"
 #include "bench/reclaim.h"
+#include "bench/report.h"
 #include "bench/soak.h"
 #include "bench/subprocess.h"
 #include "client/connection.h"
@@ -1616,13 +1617,28 @@ class Bench {
   }
 
   absl::Status Hook() {
+    // As agent_bench.py: the collector and the agent on the last CPU,
+    // training on the first, as with a collector on another machine. Every
+    // thread of this process (gRPC's pollers and timers too, made before)
+    // stays on the collector's CPU until the bench is done; hook_bench.py
+    // pins itself and the agent it starts.
+    const std::vector<int> cpus = AllowedCpus();
+    const bool split = cpus.size() >= 2 && flags_.server.empty();
+    std::optional<ScopedCpus> pinned;
+    if (split) {
+      TK_ASSIGN_OR_RETURN(ScopedCpus p, ScopedCpus::PinProcess({cpus.back()}));
+      pinned.emplace(std::move(p));
+    }
     TK_ASSIGN_OR_RETURN(auto target, NewTarget("hook"));
-    TK_ASSIGN_OR_RETURN(
-        auto m, RunPython("hook_bench.py",
-                          {"--server", target->address, "--steps", flags_.quick ? "40" : "200",
-                           "--min-seconds", flags_.quick ? "0" : "1", "--rounds",
-                           flags_.quick ? "1" : "5"},
-                          900));
+    std::vector<std::string> args = {"--server",      target->address,
+                                     "--rounds",      flags_.quick ? "2" : "40",
+                                     "--block-steps", flags_.quick ? "10" : "25",
+                                     "--warmup",      flags_.quick ? "5" : "20"};
+    if (split) {
+      args.insert(args.end(), {"--train-cpu", absl::StrCat(cpus.front()), "--service-cpu",
+                               absl::StrCat(cpus.back())});
+    }
+    TK_ASSIGN_OR_RETURN(auto m, RunPython("hook_bench.py", args, 900));
     // smdebug's hook on this loop, as issue 4 gives it: a ~1 ms step -> ~28 ms.
     constexpr double kSmdebugOverheadMs = 27.0;
     const double base_ms = m["no_hook_ms"];

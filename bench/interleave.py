@@ -1,0 +1,264 @@
+"""Configurations of a training loop measured in interleaved short blocks
+(bench/agent_bench.py, bench/hook_bench.py).
+
+Each configuration (no hook, the hook saving every step through the agent,
+...) has its own copy of one model (a hook stays registered on its model),
+and they run in rounds of one short block each, the order reversed every
+other round: this VM's speed drifts by more than the effects measured (±15 %
+of a step within minutes), and a round's difference between two
+configurations sees only the drift within its blocks. Every configuration's
+model steps in each of as many copies of a step's memory (bench/mlp.py's
+Storage) in turn. After each block, untimed, the agent and collector finish
+that block's work (a flush; smdebug's writer thread gets 50 ms), so that the
+next block does not pay for it.
+
+Configurations (``Config.name``):
+
+* ``no hook``;
+* ``floor``: no hook, but the saved tensors copied once into preallocated
+  buffers after each step (the snapshot the training process cannot avoid);
+* ``agent``: tensorkeep's hook saving weights, biases, gradients and the
+  loss every step, handing over to tensorkeep-agent;
+* ``agent 100``: the same with ``save_interval=100``;
+* ``dry run``: the hook with ``dry_run=True``;
+* ``hand-over``: ``agent`` with the training thread's CPU in the writer
+  stream's add_record and end_step timed;
+* ``smdebug``: smdebug's own hook writing local files (``smd``: its
+  ``smdebug.pytorch`` module).
+"""
+
+import copy
+import os
+import statistics
+import time
+import uuid
+from typing import Callable, Dict, List, Optional, Tuple
+
+from mlp import Model, Storage
+from quiet import settle
+
+COLLECTIONS = ["weights", "biases", "gradients", "losses"]
+
+
+class Config:
+    """One configuration with its own copy of the round's model (and hook),
+    run block after block between the others'."""
+
+    def __init__(self, name: str, m: Model, server: str, work: str, smd) -> None:
+        import numpy as np
+
+        self.name = name
+        # Each its own copy: a hook stays registered on its model (smdebug's
+        # never removes its own), and blocks of every configuration alternate.
+        self.m = copy.deepcopy(m)
+        self.hook = None
+        model, loss_fn = self.m.module, self.m.loss_fn
+        if name in ("agent", "agent 100", "dry run", "hand-over"):
+            import tensorkeep.pytorch as tkp
+            from tensorkeep import modes
+
+            self.hook = tkp.Hook(
+                f"tensorkeep://{server}/bench-agent-{uuid.uuid4().hex[:10]}",
+                save_config=tkp.SaveConfig(save_interval=100 if name == "agent 100" else 1),
+                include_collections=COLLECTIONS,
+                dry_run=name == "dry run",
+            )
+            self.hook.register_module(model)
+            self.hook.register_loss(loss_fn)
+            self.hook.set_mode(modes.TRAIN)
+        elif name == "smdebug":
+            self.hook = smd.Hook(
+                out_dir=os.path.join(work, f"smdebug-{uuid.uuid4().hex[:10]}"),
+                save_config=smd.SaveConfig(save_interval=1),
+                include_collections=COLLECTIONS,
+            )
+            self.hook.register_module(model)
+            self.hook.register_loss(loss_fn)
+            self.hook.set_mode(smd.modes.TRAIN)
+        self.buffers = [np.empty(tuple(p.shape), np.float32) for p in self.m.params for _ in (0, 1)]
+        # Per round: (steps, wall s, process CPU s); per step: wall, thread CPU, copy.
+        self.rounds: List[tuple] = []
+        self.wall: List[float] = []
+        # Per kept block: each step's wall time, and whether it saved or
+        # followed a step that saved (which ends it: the hand-over's send).
+        self.blocks: List[Tuple[List[float], List[bool]]] = []
+        self.thread_cpu: List[float] = []
+        self.copy: List[float] = []
+        self.close_s = 0.0
+        self.handover_s = 0.0  # "hand-over": thread CPU in the stream's calls, kept blocks
+        self.handover_steps = 0
+        self._timing = False
+        self._keep = False  # within a kept block's timed steps
+
+    def block(self, steps: int, keep: bool, storage: Storage, warmup: int = 0) -> None:
+        """In ``storage``'s memory, ``warmup`` steps untimed (this model back
+        in the caches after the other configurations' blocks), then ``steps``
+        training steps, their figures kept when ``keep``."""
+        import numpy as np
+        import torch
+
+        m = self.m
+        m.use(storage)
+        if self.name == "hand-over" and self.hook._writer is not None and not self._timing:
+            self._time_handover(self.hook._writer._stream)
+        floor = self.name == "floor"
+        for _ in range(warmup):
+            m.step()
+        wall: List[float] = []
+        thread_cpu: List[float] = []
+        copies: List[float] = []
+        saved: List[bool] = []
+        saving = self._saving()
+        self._keep = keep
+        proc0 = time.process_time()
+        for _ in range(steps):
+            c = time.thread_time()
+            t = time.perf_counter()
+            loss = m.step()
+            now = self._saving()
+            saved.append(saving or now)
+            saving = now
+            if floor:
+                t1 = time.perf_counter()
+                k = 0
+                with torch.no_grad():
+                    for p in m.params:
+                        np.copyto(self.buffers[k], p.detach().numpy())
+                        np.copyto(self.buffers[k + 1], p.grad.numpy())
+                        k += 2
+                    float(loss)
+                copies.append(time.perf_counter() - t1)
+            wall.append(time.perf_counter() - t)
+            thread_cpu.append(time.thread_time() - c)
+        proc = time.process_time() - proc0
+        self._keep = False
+        self.drain()
+        if keep:
+            self.rounds.append((steps, sum(wall), proc))
+            self.blocks.append((wall, saved))
+            self.wall += wall
+            self.thread_cpu += thread_cpu
+            self.copy += copies
+
+    def _saving(self) -> bool:
+        """The step just run (or about to be ended) saved: tensorkeep's hook only."""
+        return bool(getattr(self.hook, "_saving", False))
+
+    def _time_handover(self, stream) -> None:
+        """Wraps this configuration's stream's add_record and end_step (its
+        own instance only) to add their thread CPU to handover_s."""
+        self._timing = True
+
+        def timed(fn, ends_step):
+            def call(*a, **k):
+                t = time.thread_time()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    if self._keep:
+                        self.handover_s += time.thread_time() - t
+                        self.handover_steps += ends_step
+
+            return call
+
+        stream.add_record = timed(stream.add_record, 0)
+        stream.end_step = timed(stream.end_step, 1)
+
+    def drain(self) -> None:
+        """Untimed, after each block: the agent and collector finish this
+        block's work (and smdebug's writer thread its files) before the next
+        configuration's block, which would otherwise pay for it."""
+        if self.name in ("agent", "agent 100", "hand-over"):
+            self.hook.flush()
+        elif self.name == "smdebug":
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        t = time.perf_counter()
+        if self.hook is not None:
+            if self.name == "smdebug":
+                self.hook._cleanup()
+            else:
+                self.hook.close()
+        self.close_s = time.perf_counter() - t
+
+    def figures(self) -> Dict[str, float]:
+        steps = sum(r[0] for r in self.rounds)
+        return {
+            "ms": 1e3 * statistics.median(self.wall),
+            "mean_ms": 1e3 * sum(r[1] for r in self.rounds) / steps,
+            "thread_cpu_ms": 1e3 * statistics.median(self.thread_cpu),
+            "process_cpu_ms": 1e3 * sum(r[2] for r in self.rounds) / steps,
+            "copy_ms": 1e3 * statistics.median(self.copy) if self.copy else 0.0,
+            "close_s": self.close_s,
+            "handover_ms": 1e3 * self.handover_s / max(1, self.handover_steps),
+        }
+
+
+def run(configs: List[str], server: str, work: str, smd, rounds: int, block_steps: int,
+        block_warmup: int, warmup: int, after_warmup: Optional[Callable[[], None]] = None) -> Dict[str, Config]:
+    """Runs ``configs`` (names above, "no hook" first) against the collector
+    at ``server``, interleaved; returns each one's Config, closed, with its
+    figures. ``after_warmup`` is called once every configuration has stepped
+    (its writer, and the agent, started) and before the measured rounds."""
+    m = Model()
+    runs = {c: Config(c, m, server, work, smd) for c in configs}
+    # As many copies of the memory a step works in as configurations, each
+    # configuration's model stepping in each of them in turn (bench/mlp.py: a
+    # copy's placement alone moved a step by up to 0.10 ms).
+    storages = [Storage(m) for _ in configs]
+    settle()
+    for i, c in enumerate(configs):
+        runs[c].block(warmup, keep=False, storage=storages[i])
+    if after_warmup is not None:
+        after_warmup()
+    # Short blocks, the configurations alternating (their order reversed every
+    # other round): the host's speed drifts by more than the effects measured
+    # (±15 % of a step over minutes on this VM), and a round's difference
+    # sees only the drift within its blocks.
+    for r in range(rounds):
+        order = configs if r % 2 == 0 else list(reversed(configs))
+        for c in order:
+            storage = storages[(configs.index(c) + r) % len(storages)]
+            runs[c].block(block_steps, keep=True, storage=storage, warmup=block_warmup)
+    for c in configs:
+        runs[c].close()
+    return runs
+
+
+def per_round(runs: Dict[str, Config], c: str, k: int) -> List[float]:
+    """Per round: c's figure k per step minus no hook's (ms); k: 1 wall, 2 process CPU."""
+    return [1e3 * (x[k] / x[0] - b[k] / b[0]) for x, b in zip(runs[c].rounds, runs["no hook"].rounds)]
+
+
+def overhead(runs: Dict[str, Config], c: str, k: int = 1) -> float:
+    """c's overhead over no hook (ms a step): the median over rounds of the round's difference of means."""
+    return statistics.median(per_round(runs, c, k))
+
+
+def amortized_overhead(runs: Dict[str, Config], c: str) -> float:
+    """c's wall overhead over no hook (ms a step) for a configuration that
+    saves one step in many: the typical step's (the median over rounds of the
+    round's difference of median steps, the steps that saved and the steps
+    after them left out) plus those steps' excess over their block's median
+    step, spread over every step. Less noisy than the mean over rounds: the
+    blocks with a saved step are a fraction of the rounds, and one slow
+    block of either configuration moves a mean."""
+    diffs: List[float] = []
+    excess = 0.0
+    steps = 0
+    for (walls, saved), (base, _) in zip(runs[c].blocks, runs["no hook"].blocks):
+        plain = [w for w, s in zip(walls, saved) if not s]
+        steps += len(walls)
+        if not plain:
+            continue
+        typical = statistics.median(plain)
+        diffs.append(typical - statistics.median(base))
+        excess += sum(w - typical for w, s in zip(walls, saved) if s)
+    return 1e3 * (statistics.median(diffs) + excess / max(1, steps))
+
+
+def mean_overhead(runs: Dict[str, Config], c: str, k: int = 1) -> float:
+    """The mean over rounds instead: what a configuration that saves one step
+    in many ("agent 100") costs on average, which the median would hide."""
+    return statistics.fmean(per_round(runs, c, k))
