@@ -27,6 +27,7 @@ Configurations (``Config.name``):
   ``smdebug.pytorch`` module).
 """
 
+import atexit
 import copy
 import os
 import statistics
@@ -178,6 +179,9 @@ class Config:
         if self.hook is not None:
             if self.name == "smdebug":
                 self.hook._cleanup()
+                # Not again at exit: it would write training_job_end.ts into
+                # its out_dir after the bench removed its work directory.
+                atexit.unregister(self.hook._cleanup)
             else:
                 self.hook.close()
         self.close_s = time.perf_counter() - t
