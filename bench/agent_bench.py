@@ -2,7 +2,7 @@
 """What the PyTorch hook costs the training process, against the floor (issue 16).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/agent_bench.py [--bin-dir build/bin]
-        [--block-steps 25] [--rounds 40] [--warmup 20] [--smdebug DIR]
+        [--block-steps 25] [--rounds 40] [--warmup 20] [--smdebug DIR] [--configs ...] [--depth N]
 
 Starts a collector and a tensorkeep-agent pinned to CPU 1 (``taskset``, as a
 collector on another machine would be) and trains on CPU 0: the MLP
@@ -15,15 +15,18 @@ work untimed) are bench/interleave.py's: ``no hook``, ``floor`` (the copy of
 the saved tensors alone, the snapshot the training process cannot avoid),
 ``agent`` (tensorkeep's hook handing over to tensorkeep-agent; the
 in-process Python push it replaced measured +5.9-6.7 ms a step and ~3.5 ms
-of process CPU on this machine), ``agent 100`` (``save_interval=100``), ``dry
-run`` (the hook's Python alone), ``hand-over`` (``agent`` with the
+of process CPU on this machine), ``agent 100`` (``save_interval=100``),
+``agent losses`` (not by default: the hook's default collections, the losses
+alone), ``dry run`` (the hook's Python alone), ``hand-over`` (``agent`` with the
 hand-over's calls timed in place) and ``smdebug``: smdebug 1.0.34's own
 PyTorch hook writing local files, from the checkout in ``--smdebug`` or
 $SMDEBUG_SRC (skipped, with the reason printed, when absent or when it
 cannot be imported here; its generated protobuf modules are made with protoc
 in a copy, and its optional imports boto3/botocore/pandas/pyinstrument are
 stubbed when missing -- the hook saving to a local directory uses none of
-them).
+them). ``--depth N`` trains N layers Linear(32, 32) + ReLU instead of the
+MLP (bench/mlp.py): 2N + 2 small parameters, where the hook's costs per
+tensor and per module show.
 
 Per configuration: the median step (wall clock) on the training thread, the
 mean step (which the median hides: steps that wait for room in the shared
@@ -132,7 +135,11 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--smdebug", default=os.environ.get("SMDEBUG_SRC"),
                     help="a checkout of sagemaker-debugger 1.0.34 (default $SMDEBUG_SRC)")
-    ap.add_argument("--configs", default="no hook,floor,agent,agent 100,dry run,hand-over,smdebug")
+    ap.add_argument("--configs", default="no hook,floor,agent,agent 100,dry run,hand-over,smdebug",
+                    help="also: 'agent losses' (the hook's default collections, the losses alone)")
+    ap.add_argument("--depth", type=int, default=0,
+                    help="0: the MLP 784-256-10; N: N layers Linear(32, 32) + ReLU (bench/mlp.py), "
+                         "where the hook's costs per tensor and per module show")
     ap.add_argument("--peers", default="in-process",
                     help="'in-process': also run bin/in_process_writer, the C++ writer inside the "
                          "training process (the pybind11 shape's lower bound); '' for none")
@@ -199,7 +206,7 @@ def bench(args, address: str, work: str, note: str) -> int:
             print(f"smdebug: skipped: {why}", flush=True)
             configs.remove("smdebug")
     runs = interleave.run(configs, address, work, smd, args.rounds, args.block_steps, args.block_warmup,
-                          args.warmup)
+                          args.warmup, depth=args.depth)
     results = {c: runs[c].figures() for c in configs}
 
     med = lambda c, k: results[c][k]  # noqa: E731

@@ -20,6 +20,8 @@ Configurations (``Config.name``):
 * ``agent``: tensorkeep's hook saving weights, biases, gradients and the
   loss every step, handing over to tensorkeep-agent;
 * ``agent 100``: the same with ``save_interval=100``;
+* ``agent losses``: the hook with its default collections (the losses
+  alone), saving every step;
 * ``dry run``: the hook with ``dry_run=True``;
 * ``hand-over``: ``agent`` with the training thread's CPU in the writer
   stream's add_record and end_step timed;
@@ -39,6 +41,7 @@ from mlp import Model, Storage
 from quiet import settle
 
 COLLECTIONS = ["weights", "biases", "gradients", "losses"]
+HOOKED = ("agent", "agent 100", "agent losses", "dry run", "hand-over")  # tensorkeep's hook
 
 
 class Config:
@@ -54,14 +57,14 @@ class Config:
         self.m = copy.deepcopy(m)
         self.hook = None
         model, loss_fn = self.m.module, self.m.loss_fn
-        if name in ("agent", "agent 100", "dry run", "hand-over"):
+        if name in HOOKED:
             import tensorkeep.pytorch as tkp
             from tensorkeep import modes
 
             self.hook = tkp.Hook(
                 f"tensorkeep://{server}/bench-agent-{uuid.uuid4().hex[:10]}",
                 save_config=tkp.SaveConfig(save_interval=100 if name == "agent 100" else 1),
-                include_collections=COLLECTIONS,
+                include_collections=["losses"] if name == "agent losses" else COLLECTIONS,
                 dry_run=name == "dry run",
             )
             self.hook.register_module(model)
@@ -169,7 +172,7 @@ class Config:
         """Untimed, after each block: the agent and collector finish this
         block's work (and smdebug's writer thread its files) before the next
         configuration's block, which would otherwise pay for it."""
-        if self.name in ("agent", "agent 100", "hand-over"):
+        if self.name in HOOKED and self.name != "dry run":
             self.hook.flush()
         elif self.name == "smdebug":
             time.sleep(0.05)
@@ -200,12 +203,14 @@ class Config:
 
 
 def run(configs: List[str], server: str, work: str, smd, rounds: int, block_steps: int,
-        block_warmup: int, warmup: int, after_warmup: Optional[Callable[[], None]] = None) -> Dict[str, Config]:
+        block_warmup: int, warmup: int, after_warmup: Optional[Callable[[], None]] = None,
+        depth: int = 0) -> Dict[str, Config]:
     """Runs ``configs`` (names above, "no hook" first) against the collector
-    at ``server``, interleaved; returns each one's Config, closed, with its
-    figures. ``after_warmup`` is called once every configuration has stepped
-    (its writer, and the agent, started) and before the measured rounds."""
-    m = Model()
+    at ``server``, interleaved, on bench/mlp.py's Model(depth); returns each
+    one's Config, closed, with its figures. ``after_warmup`` is called once
+    every configuration has stepped (its writer, and the agent, started) and
+    before the measured rounds."""
+    m = Model(depth)
     runs = {c: Config(c, m, server, work, smd) for c in configs}
     # As many copies of the memory a step works in as configurations, each
     # configuration's model stepping in each of them in turn (bench/mlp.py: a

@@ -616,7 +616,9 @@ class TestHookLifecycle:
             seen.append(_hooks_attached(model, loss_fn))
             model.zero_grad()
             loss.backward()
-        saving = (4 + 1, 4)  # Sequential, Linear, ReLU, Linear + the loss; 2 weights + 2 biases
+        # The loss's forward hook (the submodules' outputs are in no saved
+        # collection); 2 weights + 2 biases.
+        saving = (1, 4)
         assert seen == [saving if s % 3 == 0 else (0, 0) for s in range(7)]
         w = fake_writer[0]
         assert w.steps() == [0, 3, 6]
@@ -626,6 +628,54 @@ class TestHookLifecycle:
         hook.close()
         assert _hooks_attached(model, loss_fn) == (0, 0)
         assert len(model._forward_pre_hooks) == 0
+
+    def test_callbacks_follow_the_steps_collections(self, fake_writer):
+        """Collections saved at different intervals: each step attaches the
+        callbacks its collections need, no more, and saves what they select
+        (the ReLU's output compared with its own computation)."""
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", include_collections=["gradients", "relu", "losses"])
+        hook.get_collection("gradients").save_config = tkp.SaveConfig(save_interval=2)
+        hook.get_collection("relu").include("^1_output_")
+        hook.get_collection("relu").save_config = tkp.SaveConfig(save_interval=3)
+        hook.get_collection("losses").save_config = tkp.SaveConfig(save_interval=1)
+        model, loss_fn = _mlp(), torch.nn.CrossEntropyLoss()
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        hook.set_mode(modes.TRAIN)
+        x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+        seen, relu = [], {}
+        for step in range(7):
+            relu[step] = torch.relu(model[0](x)).detach().clone()
+            loss = loss_fn(model(x), y)
+            seen.append(_hooks_attached(model, loss_fn))
+            model.zero_grad()
+            loss.backward()
+        hook.close()
+        assert seen == [(1 + (s % 3 == 0), 4 * (s % 2 == 0)) for s in range(7)]
+        w = fake_writer[0]
+        grads = ["gradient/Sequential_0.bias", "gradient/Sequential_0.weight",
+                 "gradient/Sequential_2.bias", "gradient/Sequential_2.weight"]
+        for s in range(7):
+            expected = ["CrossEntropyLoss_output_0"] + (grads if s % 2 == 0 else [])
+            expected += ["1_output_0"] if s % 3 == 0 else []
+            assert w.names(s) == sorted(expected), s
+        for s in (0, 3, 6):
+            np.testing.assert_array_equal(w.get("1_output_0", s)["value"], relu[s].numpy())
+
+    def test_a_replaced_parameter_is_saved(self, fake_writer):
+        """Weights are read from their submodule at each step: a parameter
+        the script replaces after register_module is the one saved."""
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1),
+                        include_collections=["weights"])
+        model = _mlp()
+        hook.register_module(model)
+        model(torch.randn(2, 8))
+        model[0].weight = torch.nn.Parameter(torch.full((16, 8), 0.5))
+        model(torch.randn(2, 8))
+        hook.close()
+        w = fake_writer[0]
+        assert not np.array_equal(w.get("Sequential_0.weight", 0)["value"], np.full((16, 8), 0.5, np.float32))
+        np.testing.assert_array_equal(w.get("Sequential_0.weight", 1)["value"], np.full((16, 8), 0.5, np.float32))
 
     def test_close_detaches_and_should_stop_follows_writer(self, fake_writer):
         hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1))

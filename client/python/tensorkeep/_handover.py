@@ -290,7 +290,7 @@ class AgentStream:
         if _U32.unpack_from(self._mm, _FLAGS)[0] & _FAILED:
             self._request(_SYNC, 0, None)  # raises the agent's error
 
-    def add_record(self, head: bytes, steps: bytes, data: Any, tail: bytes, name: str = "", step: int = -1) -> None:
+    def add_record(self, head: bytes, steps: bytes, data: Any, tail: bytes) -> None:
         """Hands one record over: ``data`` (bytes, or a numpy array copied
         straight into the ring) and its encoded fields (see _wire)."""
         is_array = data.__class__ is np.ndarray

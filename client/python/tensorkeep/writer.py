@@ -30,7 +30,7 @@ Thread safety: every method may be called from any thread.
 
 import logging
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -272,7 +272,34 @@ class Writer:
         steps = self._steps
         if steps[0] != step or steps[1] != mode_step:  # once a step: the same for its tensors
             steps = self._steps = (step, mode_step, _wire.steps_field(step, mode_step))
-        self._stream.add_record(head, steps[2], data, tail, name, step)
+        self._stream.add_record(head, steps[2], data, tail)
+
+    def _array_writer(self, name: str, mode: Any, collections: Tuple[str, ...]) -> Callable[[Any, int, int], None]:
+        """The PyTorch hook's hot path: a function ``write(value, step,
+        mode_step)`` that writes tensor ``name`` as write_tensor would, with the
+        name, mode and collections checked once, here (ValueError/TypeError),
+        and the record's encoded fields kept between calls. A numpy array of a
+        native dtype and the same shape as last time costs a comparison and the
+        hand-over; anything else goes through write_tensor. ``step`` and
+        ``mode_step`` must be valid (the hook's own counters)."""
+        mode_i, name_b, coll = self._check_names(name, mode, collections)
+        tail = _wire.record_tail(True, (), coll)
+        last: list = [None, None, b""]  # the last value's dtype and shape, its record's head
+
+        def write(value: Any, step: int, mode_step: int) -> None:
+            if value.__class__ is not np.ndarray:
+                return self.write_tensor(name, value, step, mode, mode_step, collections)
+            if value.shape != last[1] or value.dtype != last[0]:
+                code = _dtypes.NATIVE_CODES.get(value.dtype)
+                if code is None:
+                    return self.write_tensor(name, value, step, mode, mode_step, collections)
+                last[:] = value.dtype, value.shape, _wire.record_head(name_b, mode_i, code, value.shape)
+            steps = self._steps
+            if steps[0] != step or steps[1] != mode_step:
+                steps = self._steps = (step, mode_step, _wire.steps_field(step, mode_step))
+            self._stream.add_record(last[2], steps[2], value, tail)
+
+        return write
 
     def _check_names(self, name: Any, mode: Any, collections: Any) -> Tuple[int, bytes, Tuple[bytes, ...]]:
         """Validates name, mode and collections; caches the result when hashable."""

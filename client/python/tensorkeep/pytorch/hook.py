@@ -98,6 +98,11 @@ DEFAULT_WORKER_NAME = "worker_0"
 
 _SKIP = None  # plan of a tensor that is not saved at this step
 _UNDECIDED = object()
+# A module's forward hook is attached for a step when one of its inputs or
+# outputs numbered below this can be saved (see Hook._target_saves).
+_PROBED_IO = 32
+# Sets of saved collections whose plans are kept (see _compute_step_collections).
+_PLAN_SETS = 64
 
 _hook_lock = threading.Lock()
 _current_hook: Optional["Hook"] = None
@@ -325,6 +330,11 @@ class Hook:
         self._tensor_colls: Dict[str, FrozenSet[Collection]] = {}
         self._step_colls: FrozenSet[Collection] = frozenset()
         self._plans: Dict[str, Any] = {}
+        # The plans of each mode and set of saved collections seen (steps
+        # alternate between a few when collections save at different
+        # intervals, or training and evaluation alternate).
+        self._plans_by_colls: Dict[Tuple[int, FrozenSet[Collection]], Dict[str, Any]] = {}
+        self._plans_mode = -1  # the mode of _plans
         self._saving = False  # this step saves something: the hot-path flag
         self._io_counts: Dict[str, int] = {}
         self._grads_done: set = set()
@@ -344,8 +354,15 @@ class Hook:
         self._handles: List[Any] = []  # attached for the hook's life: the root's pre-hook
         # Forward hooks of submodules and the loss, gradient hooks of parameters:
         # attached only while steps save (see _sync_step_hooks).
-        self._step_targets: List[Tuple[Any, Callable[..., Any]]] = []
-        self._step_handles: List[Any] = []
+        # Only those that can save something at the step's collections are
+        # attached: (target, callback, the gradient's name or None).
+        self._step_targets: List[Tuple[Any, Callable[..., Any], Optional[str]]] = []
+        self._step_handles: Dict[int, Any] = {}  # index in _step_targets -> handle
+        self._attached_for: Optional[FrozenSet[Collection]] = None  # the step collections attached for
+        self._wanted: Dict[FrozenSet[Collection], FrozenSet[int]] = {}  # ... -> the targets they need
+        # Per registered module: its parameters as (saved name, owning
+        # submodule, attribute), read from the owner at each saving step.
+        self._params_of: Dict[torch.nn.Module, List[Tuple[str, torch.nn.Module, str]]] = {}
         self.has_registered_module = False
         self.has_registered_loss_module = False
 
@@ -541,6 +558,10 @@ class Hook:
         }
         self._tensor_colls = {}
         self._plans = {}
+        self._plans_by_colls = {}
+        self._step_colls = frozenset()
+        self._plans_mode = -1
+        self._wanted = {}
         self._cm_version = cm.version()
         self.prepared_collections = True
         self._send_collections()
@@ -586,30 +607,77 @@ class Hook:
             if ms >= 0 and scm.should_save_step(ms):
                 sel.append(c)
         fs = frozenset(sel)
-        if fs != self._step_colls:
+        if fs != self._step_colls or mode != self._plans_mode:
             self._step_colls = fs
-            self._plans = {}
+            self._plans_mode = mode
+            plans = self._plans_by_colls.get((mode, fs))
+            if plans is None:
+                if len(self._plans_by_colls) >= _PLAN_SETS:
+                    self._plans_by_colls.clear()
+                plans = self._plans_by_colls[(mode, fs)] = {}
+            self._plans = plans
         self._saving = bool(fs) and not self._disabled and (self._writer is not None or self.dry_run)
         self._sync_step_hooks()
 
     def _sync_step_hooks(self) -> None:
-        """Attaches the per-step callbacks while steps save and detaches them
-        while they do not: a registered hook costs a step even when it returns at
-        once (PyTorch's slower module-call path, the autograd engine calling back
-        into Python), and at ``save_interval=100`` that was ~2-3 % of a 1 ms step."""
-        if self._saving == bool(self._step_handles):
+        """Attaches the per-step callbacks while steps save, only those that
+        can save something at the step's collections, and detaches them while
+        steps do not: a registered hook costs a step even when it returns at
+        once (PyTorch's slower module-call path, the autograd engine calling
+        back into Python). At ``save_interval=100`` that was ~2-3 % of a 1 ms
+        step; saving only the losses (the default), a forward hook on every
+        submodule and a gradient hook on every parameter cost each saving step
+        for nothing."""
+        if not self._saving:
+            if self._step_handles:
+                self._detach_step_hooks()
             return
-        if self._saving:
-            self._step_handles = [self._attach(target, fn) for target, fn in self._step_targets]
+        colls = self._step_colls
+        if self._attached_for is colls:
+            return
+        wanted = self._wanted.get(colls)
+        if wanted is None:
+            wanted = self._wanted[colls] = frozenset(
+                i for i, t in enumerate(self._step_targets) if self._target_saves(t, colls)
+            )
+        handles = self._step_handles
+        for i in [i for i in handles if i not in wanted]:
+            self._detach(i)
+        for i in wanted:
+            if i not in handles:
+                target, fn, _ = self._step_targets[i]
+                handles[i] = self._attach(target, fn)
+        self._attached_for = colls
+
+    def _target_saves(self, target: Tuple[Any, Callable[..., Any], Optional[str]], colls: FrozenSet[Collection]) -> bool:
+        """Whether a step saving ``colls`` needs the callback ``target``: a
+        parameter's if its gradient is in one of them; a module's if one of its
+        inputs or outputs numbered below _PROBED_IO can be (a collection whose
+        regexes pick only higher-numbered ones is not seen: see docs/python.md)."""
+        obj, _, grad_name = target
+        if grad_name is not None:
+            names: Iterable[str] = (grad_name,)
         else:
-            self._detach_step_hooks()
+            mname = self._module_names.get(obj)
+            if mname is None:
+                return False
+            names = (
+                mname + suffix + str(i)
+                for suffix in (self.INPUT_TENSOR_SUFFIX, self.OUTPUT_TENSOR_SUFFIX)
+                for i in range(_PROBED_IO)
+            )
+        return any(c.matches(n) for n in names for c in colls)
+
+    def _detach(self, i: int) -> None:
+        self._step_handles.pop(i).remove()
+        target = self._step_targets[i][0]
+        if isinstance(target, torch.Tensor):
+            _drop_empty_tensor_hooks(target)
 
     def _detach_step_hooks(self) -> None:
-        for h, (target, _) in zip(self._step_handles, self._step_targets):
-            h.remove()
-            if isinstance(target, torch.Tensor):
-                _drop_empty_tensor_hooks(target)
-        self._step_handles = []
+        for i in list(self._step_handles):
+            self._detach(i)
+        self._attached_for = None
 
     @staticmethod
     def _attach(target: Any, fn: Callable[..., Any]) -> Any:
@@ -617,13 +685,17 @@ class Hook:
             return target.register_forward_hook(fn)
         return target.register_hook(fn)
 
-    def _add_step_target(self, target: Any, fn: Callable[..., Any]) -> None:
-        self._step_targets.append((target, fn))
-        if self._step_handles:  # registered while a saving step runs
-            self._step_handles.append(self._attach(target, fn))
+    def _add_step_target(self, target: Any, fn: Callable[..., Any], grad_name: Optional[str] = None) -> None:
+        self._step_targets.append((target, fn, grad_name))
+        self._wanted = {}
+        if self._attached_for is not None:  # registered while a saving step runs
+            self._attached_for = None
+            self._sync_step_hooks()
 
     def _plan(self, tname: str) -> Any:
-        """(save raw?, reductions, collection names) for ``tname`` at this step, or _SKIP."""
+        """(save raw?, reductions, collection names, lane) for ``tname`` at
+        this step, or _SKIP; the lane, when it saves the raw tensor alone, is
+        the writer's function that writes it (Writer._array_writer)."""
         plan = self._plans.get(tname, 0)
         if plan != 0:
             return plan
@@ -646,7 +718,14 @@ class Hook:
             if not raw and not specs:
                 plan = _SKIP
             else:
-                plan = (raw, tuple(specs), tuple(sorted(c.name for c in colls)))
+                names = tuple(sorted(c.name for c in colls))
+                lane = None
+                if raw and not specs and hasattr(self._writer, "_array_writer"):
+                    try:
+                        lane = self._writer._array_writer(tname, self._client_mode, names)
+                    except (TypeError, ValueError):
+                        pass  # write_tensor says why, at each saving step (once in the log)
+                plan = (raw, tuple(specs), names, lane)
         self._plans[tname] = plan
         return plan
 
@@ -683,6 +762,14 @@ class Hook:
         root_name = module._get_name()
         self._module_names[module] = root_name
         self._handles.append(module.register_forward_pre_hook(self.forward_pre_hook))
+        # Its parameters, saved at each saving step by forward_pre_hook: the
+        # structure as registered (like the forward hooks below), each
+        # parameter read from its submodule then (a replaced one is seen).
+        self._params_of[module] = [
+            (root_name + "_" + pname, module.get_submodule(path) if path else module, attr)
+            for pname, _ in module.named_parameters()
+            for path, _, attr in (pname.rpartition("."),)
+        ]
         for sub in module.modules():
             self._add_step_target(sub, self.forward_hook)
         if self.gradients == "all_reduced" and isinstance(wrapper, _DDP):
@@ -690,7 +777,8 @@ class Hook:
         else:
             for pname, param in module.named_parameters():
                 if param.requires_grad:
-                    self._add_step_target(param, self._backward_hook(self.GRADIENT_PREFIX + root_name + "_" + pname))
+                    gname = self.GRADIENT_PREFIX + root_name + "_" + pname
+                    self._add_step_target(param, self._backward_hook(gname), gname)
         self.has_registered_module = True
 
     def _register_reduced_gradients(self, ddp: Any, root_name: str) -> None:
@@ -817,9 +905,12 @@ class Hook:
             return
         self._start_step()
         if self._saving:
-            root = self._module_names.get(module, module._get_name())
-            for pname, param in module.named_parameters():
-                self._save_for_tensor(root + "_" + pname, param.data)
+            plans = self._plans
+            for tname, owner, attr in self._params_of[module]:
+                if plans.get(tname, 0) is not _SKIP:
+                    param = owner._parameters.get(attr)
+                    if param is not None:
+                        self._save_for_tensor(tname, param.data)
 
     def forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
         if not self._saving:
@@ -977,7 +1068,7 @@ class Hook:
             plan = self._plan(tname)
         if plan is _SKIP:
             return
-        raw, specs, colls = plan
+        raw, specs, colls, lane = plan
         arr = None
         if raw and not specs and value.__class__ in _PLAIN_TENSORS:
             # The usual case, a CPU tensor saved whole: its numpy view at once
@@ -990,9 +1081,8 @@ class Hook:
             else:
                 if arr.dtype not in _NATIVE_DTYPES:  # complex, ...: the slow path says why
                     arr = None
-        if arr is not None:
-            reds = None
-        else:
+        reds = None
+        if arr is None:
             try:
                 t = _as_cpu_tensor(value)
                 arr = _to_numpy(t) if raw else None
@@ -1000,15 +1090,18 @@ class Hook:
             except (TypeError, ValueError, RuntimeError) as e:
                 self._warn_once(("convert", tname), "tensorkeep: cannot save %s: %s", tname, e)
                 return
-        if reds is None and arr is None:
-            return
+            if reds is None and arr is None:
+                return
         if self._writer is None:  # dry run
             return
         try:
-            self._writer.write_tensor(
-                tname, arr, step=self.step, mode=self._client_mode,
-                mode_step=self._mode_steps[self._mode], collections=colls, reductions=reds,
-            )
+            if lane is not None:
+                lane(arr, self.step, self._mode_steps[self._mode])
+            else:
+                self._writer.write_tensor(
+                    tname, arr, step=self.step, mode=self._client_mode,
+                    mode_step=self._mode_steps[self._mode], collections=colls, reductions=reds,
+                )
         except (TypeError, ValueError) as e:
             self._warn_once(("write", tname), "tensorkeep: cannot save %s: %s", tname, e)
             return
@@ -1127,6 +1220,7 @@ class Hook:
         self._handles = []
         self._detach_step_hooks()
         self._step_targets = []
+        self._params_of = {}
         if self._writer is not None:
             try:
                 if not self._disabled:
