@@ -870,6 +870,29 @@ class TestHookAgainstCollector:
         assert trial.tensor("0_output_0").value(0).shape == (64, 16)
         np.testing.assert_array_equal(trial.tensor("gradient/Sequential_2.weight").value(1), rec[1]["grads"]["gradient/Sequential_2.weight"])
 
+    def test_a_tensor_changing_shape_and_dtype(self, trial_url, open_trial):
+        """A saved tensor whose shape changes (a smaller last batch) or dtype
+        changes (a float64 step) keeps its values: each written tensor's
+        record fields are kept only while its dtype and shape stay."""
+        hook = tkp.Hook(trial_url, save_config=tkp.SaveConfig(save_interval=1), include_regex=[r"^1_output_"])
+        model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+        hook.register_module(model)
+        torch.manual_seed(1)
+        batches = [torch.randn(6, 8), torch.randn(6, 8), torch.randn(2, 8), torch.randn(6, 8)]
+        outs = []
+        for i, x in enumerate(batches):
+            if i == 3:
+                model.double()
+                x = x.double()
+            outs.append(model(x).detach().clone().numpy())
+        hook.close()
+        t = open_trial(trial_url).tensor("1_output_0")
+        assert t.steps() == [0, 1, 2, 3]
+        for step, want in enumerate(outs):
+            got = t.value(step)
+            assert got.dtype == want.dtype and got.shape == want.shape, step
+            np.testing.assert_array_equal(got, want)
+
     def test_scalars_and_save_tensor(self, trial_url, open_trial):
         hook = tkp.Hook(trial_url, save_config=tkp.SaveConfig(save_interval=2))
         model = _mlp()
