@@ -35,13 +35,30 @@ import os
 import statistics
 import time
 import uuid
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 from mlp import Model, Storage
 from quiet import settle
 
 COLLECTIONS = ["weights", "biases", "gradients", "losses"]
 HOOKED = ("agent", "agent 100", "agent losses", "dry run", "hand-over")  # tensorkeep's hook
+
+
+class Block(NamedTuple):
+    """One kept block of a configuration: per step its wall time, its
+    training-thread CPU, the floor's copy (``floor`` only) and whether it
+    saved or followed a step that saved (which ends it: the hand-over's
+    send); and the process CPU of the whole block (s)."""
+
+    wall: List[float]
+    thread_cpu: List[float]
+    copy: List[float]
+    saved: List[bool]
+    process_cpu: float
+
+    def per_step(self, k: int) -> float:
+        """k 1: the mean wall time of a step; 2: the process CPU a step (s)."""
+        return (sum(self.wall) if k == 1 else self.process_cpu) / len(self.wall)
 
 
 class Config:
@@ -81,13 +98,7 @@ class Config:
             self.hook.set_mode(smd.modes.TRAIN)
         self.buffers = [np.empty(tuple(p.shape), np.float32) for p in self.m.params for _ in (0, 1)]
         # Per round: (steps, wall s, process CPU s); per step: wall, thread CPU, copy.
-        self.rounds: List[tuple] = []
-        self.wall: List[float] = []
-        # Per kept block: each step's wall time, and whether it saved or
-        # followed a step that saved (which ends it: the hand-over's send).
-        self.blocks: List[Tuple[List[float], List[bool]]] = []
-        self.thread_cpu: List[float] = []
-        self.copy: List[float] = []
+        self.blocks: List[Block] = []  # the kept blocks, one a round
         self.close_s = 0.0
         self.handover_s = 0.0  # "hand-over": thread CPU in the stream's calls, kept blocks
         self.handover_steps = 0
@@ -138,11 +149,7 @@ class Config:
         self._keep = False
         self.drain()
         if keep:
-            self.rounds.append((steps, sum(wall), proc))
-            self.blocks.append((wall, saved))
-            self.wall += wall
-            self.thread_cpu += thread_cpu
-            self.copy += copies
+            self.blocks.append(Block(wall, thread_cpu, copies, saved, proc))
 
     def _saving(self) -> bool:
         """The step just run (or about to be ended) saved: tensorkeep's hook only."""
@@ -189,14 +196,25 @@ class Config:
                 self.hook.close()
         self.close_s = time.perf_counter() - t
 
+    @property
+    def wall(self) -> List[float]:
+        """Every kept step's wall time (s)."""
+        return [w for b in self.blocks for w in b.wall]
+
+    @property
+    def thread_cpu(self) -> List[float]:
+        """Every kept step's training-thread CPU (s)."""
+        return [c for b in self.blocks for c in b.thread_cpu]
+
     def figures(self) -> Dict[str, float]:
-        steps = sum(r[0] for r in self.rounds)
+        steps = sum(len(b.wall) for b in self.blocks)
+        copies = [c for b in self.blocks for c in b.copy]
         return {
             "ms": 1e3 * statistics.median(self.wall),
-            "mean_ms": 1e3 * sum(r[1] for r in self.rounds) / steps,
+            "mean_ms": 1e3 * sum(sum(b.wall) for b in self.blocks) / steps,
             "thread_cpu_ms": 1e3 * statistics.median(self.thread_cpu),
-            "process_cpu_ms": 1e3 * sum(r[2] for r in self.rounds) / steps,
-            "copy_ms": 1e3 * statistics.median(self.copy) if self.copy else 0.0,
+            "process_cpu_ms": 1e3 * sum(b.process_cpu for b in self.blocks) / steps,
+            "copy_ms": 1e3 * statistics.median(copies) if copies else 0.0,
             "close_s": self.close_s,
             "handover_ms": 1e3 * self.handover_s / max(1, self.handover_steps),
         }
@@ -237,7 +255,7 @@ def run(configs: List[str], server: str, work: str, smd, rounds: int, block_step
 
 def per_round(runs: Dict[str, Config], c: str, k: int) -> List[float]:
     """Per round: c's figure k per step minus no hook's (ms); k: 1 wall, 2 process CPU."""
-    return [1e3 * (x[k] / x[0] - b[k] / b[0]) for x, b in zip(runs[c].rounds, runs["no hook"].rounds)]
+    return [1e3 * (x.per_step(k) - b.per_step(k)) for x, b in zip(runs[c].blocks, runs["no hook"].blocks)]
 
 
 def overhead(runs: Dict[str, Config], c: str, k: int = 1) -> float:
@@ -256,7 +274,8 @@ def amortized_overhead(runs: Dict[str, Config], c: str) -> float:
     diffs: List[float] = []
     excess = 0.0
     steps = 0
-    for (walls, saved), (base, _) in zip(runs[c].blocks, runs["no hook"].blocks):
+    for block, base_block in zip(runs[c].blocks, runs["no hook"].blocks):
+        walls, saved, base = block.wall, block.saved, base_block.wall
         plain = [w for w, s in zip(walls, saved) if not s]
         steps += len(walls)
         if not plain:
