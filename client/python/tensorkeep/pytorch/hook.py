@@ -101,7 +101,8 @@ _UNDECIDED = object()
 # A module's forward hook is attached for a step when one of its inputs or
 # outputs numbered below this can be saved (see Hook._target_saves).
 _PROBED_IO = 32
-# Sets of saved collections whose plans are kept (see _compute_step_collections).
+# Sets of saved collections (with a mode) whose plans and callbacks are kept
+# (see _compute_step_collections).
 _PLAN_SETS = 64
 
 _hook_lock = threading.Lock()
@@ -614,6 +615,7 @@ class Hook:
             if plans is None:
                 if len(self._plans_by_colls) >= _PLAN_SETS:
                     self._plans_by_colls.clear()
+                    self._wanted.clear()
                 plans = self._plans_by_colls[(mode, fs)] = {}
             self._plans = plans
         self._saving = bool(fs) and not self._disabled and (self._writer is not None or self.dry_run)
