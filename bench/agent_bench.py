@@ -24,7 +24,9 @@ $SMDEBUG_SRC (skipped, with the reason printed, when absent or when it
 cannot be imported here; its generated protobuf modules are made with protoc
 in a copy, and its optional imports boto3/botocore/pandas/pyinstrument are
 stubbed when missing -- the hook saving to a local directory uses none of
-them). ``--depth N`` trains N layers Linear(32, 32) + ReLU instead of the
+them). ``--base REV`` adds the client at git revision REV: configurations named
+with `` @base`` (``--configs "no hook,agent,agent @base"``) run it, and each
+is compared with its current-code twin round by round. ``--depth N`` trains N layers Linear(32, 32) + ReLU instead of the
 MLP (bench/mlp.py): 2N + 2 small parameters, where the hook's costs per
 tensor and per module show.
 
@@ -50,6 +52,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -137,6 +140,10 @@ def main() -> int:
                     help="a checkout of sagemaker-debugger 1.0.34 (default $SMDEBUG_SRC)")
     ap.add_argument("--configs", default="no hook,floor,agent,agent 100,dry run,hand-over,smdebug",
                     help="also: 'agent losses' (the hook's default collections, the losses alone)")
+    ap.add_argument("--base", metavar="REV",
+                    help="also run the client at git revision REV (bench/base_package.py): name its "
+                         "configurations with ' @base' in --configs ('agent,agent @base'); prints each "
+                         "one's difference to the current code's, round by round")
     ap.add_argument("--depth", type=int, default=0,
                     help="0: the MLP 784-256-10; N: N layers Linear(32, 32) + ReLU (bench/mlp.py), "
                          "where the hook's costs per tensor and per module show")
@@ -205,15 +212,20 @@ def bench(args, address: str, work: str, note: str) -> int:
         if smd is None:
             print(f"smdebug: skipped: {why}", flush=True)
             configs.remove("smdebug")
+    base = None
+    if args.base:
+        import base_package
+
+        base = base_package.load(args.base, work)
     runs = interleave.run(configs, address, work, smd, args.rounds, args.block_steps, args.block_warmup,
-                          args.warmup, depth=args.depth)
+                          args.warmup, depth=args.depth, base=base)
     results = {c: runs[c].figures() for c in configs}
 
     med = lambda c, k: results[c][k]  # noqa: E731
     out: Dict[str, float] = {"block_steps": args.block_steps, "rounds": args.rounds}
     print(f"{note}; {args.rounds} rounds of a {args.block_steps}-step block each, alternating; "
           "step: median; overheads: median over rounds of the round's difference of means")
-    print(f"{'configuration':<12} {'step ms':>8} {'overhead ms':>12} {'mean step ms':>13} {'process cpu ms':>15} "
+    print(f"{'configuration':<16} {'step ms':>8} {'overhead ms':>12} {'mean step ms':>13} {'process cpu ms':>15} "
           f"{'cpu over no hook':>17} {'train thread cpu':>17} {'close s':>8}")
     for c in configs:
         over = interleave.overhead(runs, c, 1)
@@ -229,8 +241,18 @@ def bench(args, address: str, work: str, note: str) -> int:
         out[f"{key}_mean_overhead_ms"] = interleave.mean_overhead(runs, c, 1)
         out[f"{key}_mean_cpu_overhead_ms"] = interleave.mean_overhead(runs, c, 2)
         out[f"{key}_thread_cpu_ms"] = med(c, "thread_cpu_ms")
-        print(f"{c:<12} {med(c, 'ms'):8.3f} {over:+12.3f} {med(c, 'mean_ms'):13.3f} {med(c, 'process_cpu_ms'):15.3f} {cpu_over:+17.3f} "
+        print(f"{c:<16} {med(c, 'ms'):8.3f} {over:+12.3f} {med(c, 'mean_ms'):13.3f} {med(c, 'process_cpu_ms'):15.3f} {cpu_over:+17.3f} "
               f"{med(c, 'thread_cpu_ms'):17.3f} {med(c, 'close_s'):8.3f}")
+    for c in configs:
+        if c.endswith(interleave.BASE) and c[: -len(interleave.BASE)] in configs:
+            # The current code against the base, round by round (process CPU a step).
+            new = c[: -len(interleave.BASE)]
+            d = [x - b for x, b in zip(interleave.per_round(runs, new, 2), interleave.per_round(runs, c, 2))]
+            key = new.replace(" ", "_").replace("-", "_")
+            out[f"{key}_minus_base_cpu_ms"] = statistics.median(d)
+            print(f"{new} - {c} ({args.base}): process CPU a step median {statistics.median(d):+.3f} ms, "
+                  f"mean {statistics.fmean(d):+.3f} ms; the current code cheaper in {sum(x < 0 for x in d)} "
+                  f"of {len(d)} rounds")
     if "floor" in configs:
         out["snapshot_floor_ms"] = med("floor", "copy_ms")
         print(f"snapshot floor (the copy alone): {out['snapshot_floor_ms']:.3f} ms")

@@ -27,10 +27,14 @@ Configurations (``Config.name``):
   stream's add_record and end_step timed;
 * ``smdebug``: smdebug's own hook writing local files (``smd``: its
   ``smdebug.pytorch`` module).
+
+A name ending in `` @base`` (``agent @base``) is that configuration with the
+client at another commit (bench/base_package.py; ``base``: its package).
 """
 
 import atexit
 import copy
+import importlib
 import os
 import statistics
 import time
@@ -42,6 +46,7 @@ from quiet import settle
 
 COLLECTIONS = ["weights", "biases", "gradients", "losses"]
 HOOKED = ("agent", "agent 100", "agent losses", "dry run", "hand-over")  # tensorkeep's hook
+BASE = " @base"
 
 
 class Block(NamedTuple):
@@ -65,28 +70,33 @@ class Config:
     """One configuration with its own copy of the round's model (and hook),
     run block after block between the others'."""
 
-    def __init__(self, name: str, m: Model, server: str, work: str, smd) -> None:
+    def __init__(self, name: str, m: Model, server: str, work: str, smd, base=None) -> None:
         import numpy as np
 
         self.name = name
+        # What it runs: the name without " @base", with the package it names.
+        self.kind = name[: -len(BASE)] if name.endswith(BASE) else name
+        if name.endswith(BASE) and (base is None or self.kind not in HOOKED):
+            raise ValueError(f"configuration {name!r}: the base package is for tensorkeep's hook ({HOOKED})")
         # Each its own copy: a hook stays registered on its model (smdebug's
         # never removes its own), and blocks of every configuration alternate.
         self.m = copy.deepcopy(m)
         self.hook = None
         model, loss_fn = self.m.module, self.m.loss_fn
-        if name in HOOKED:
-            import tensorkeep.pytorch as tkp
-            from tensorkeep import modes
+        if self.kind in HOOKED:
+            import tensorkeep
 
+            package = base if name.endswith(BASE) else tensorkeep
+            tkp = importlib.import_module(package.__name__ + ".pytorch")
             self.hook = tkp.Hook(
                 f"tensorkeep://{server}/bench-agent-{uuid.uuid4().hex[:10]}",
-                save_config=tkp.SaveConfig(save_interval=100 if name == "agent 100" else 1),
-                include_collections=["losses"] if name == "agent losses" else COLLECTIONS,
-                dry_run=name == "dry run",
+                save_config=tkp.SaveConfig(save_interval=100 if self.kind == "agent 100" else 1),
+                include_collections=["losses"] if self.kind == "agent losses" else COLLECTIONS,
+                dry_run=self.kind == "dry run",
             )
             self.hook.register_module(model)
             self.hook.register_loss(loss_fn)
-            self.hook.set_mode(modes.TRAIN)
+            self.hook.set_mode(importlib.import_module(package.__name__ + ".modes").TRAIN)
         elif name == "smdebug":
             self.hook = smd.Hook(
                 out_dir=os.path.join(work, f"smdebug-{uuid.uuid4().hex[:10]}"),
@@ -97,7 +107,6 @@ class Config:
             self.hook.register_loss(loss_fn)
             self.hook.set_mode(smd.modes.TRAIN)
         self.buffers = [np.empty(tuple(p.shape), np.float32) for p in self.m.params for _ in (0, 1)]
-        # Per round: (steps, wall s, process CPU s); per step: wall, thread CPU, copy.
         self.blocks: List[Block] = []  # the kept blocks, one a round
         self.close_s = 0.0
         self.handover_s = 0.0  # "hand-over": thread CPU in the stream's calls, kept blocks
@@ -114,9 +123,9 @@ class Config:
 
         m = self.m
         m.use(storage)
-        if self.name == "hand-over" and self.hook._writer is not None and not self._timing:
+        if self.kind == "hand-over" and self.hook._writer is not None and not self._timing:
             self._time_handover(self.hook._writer._stream)
-        floor = self.name == "floor"
+        floor = self.kind == "floor"
         for _ in range(warmup):
             m.step()
         wall: List[float] = []
@@ -179,7 +188,7 @@ class Config:
         """Untimed, after each block: the agent and collector finish this
         block's work (and smdebug's writer thread its files) before the next
         configuration's block, which would otherwise pay for it."""
-        if self.name in HOOKED and self.name != "dry run":
+        if self.kind in HOOKED and self.kind != "dry run":
             self.hook.flush()
         elif self.name == "smdebug":
             time.sleep(0.05)
@@ -222,14 +231,15 @@ class Config:
 
 def run(configs: List[str], server: str, work: str, smd, rounds: int, block_steps: int,
         block_warmup: int, warmup: int, after_warmup: Optional[Callable[[], None]] = None,
-        depth: int = 0) -> Dict[str, Config]:
+        depth: int = 0, base=None) -> Dict[str, Config]:
     """Runs ``configs`` (names above, "no hook" first) against the collector
     at ``server``, interleaved, on bench/mlp.py's Model(depth); returns each
     one's Config, closed, with its figures. ``after_warmup`` is called once
     every configuration has stepped (its writer, and the agent, started) and
-    before the measured rounds."""
+    before the measured rounds. ``base``: the package `` @base``
+    configurations run (bench/base_package.py)."""
     m = Model(depth)
-    runs = {c: Config(c, m, server, work, smd) for c in configs}
+    runs = {c: Config(c, m, server, work, smd, base) for c in configs}
     # As many copies of the memory a step works in as configurations, each
     # configuration's model stepping in each of them in turn (bench/mlp.py: a
     # copy's placement alone moved a step by up to 0.10 ms).

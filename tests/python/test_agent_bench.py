@@ -1,0 +1,98 @@
+"""bench/agent_bench.py in small (issue 16's measurement): every configuration
+runs and reports, the hand-over is timed where it happens, and ``--base``
+runs the client of another commit beside the current one."""
+
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+from conftest import DEFAULT_BIN_DIR  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+def _git_head():
+    """The checkout's HEAD, or None (e.g. a source tarball) with the reason printed."""
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "HEAD"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"no git: {e}")
+        return None
+    if out.returncode != 0:
+        print(f"not a git checkout: {out.stderr.strip()}")
+        return None
+    return out.stdout.strip()
+
+
+def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
+    bin_dir = os.environ.get("TK_BIN_DIR", DEFAULT_BIN_DIR)
+    for b in ("tensorkeep-server", "tensorkeep-agent"):
+        if not os.path.exists(os.path.join(bin_dir, b)):
+            pytest.skip(f"{b} is not built in {bin_dir}")
+    head = _git_head()
+    configs = ["no hook", "floor", "agent", "agent losses", "dry run", "hand-over"]
+    cmd = [sys.executable, str(BENCH / "agent_bench.py"), "--bin-dir", bin_dir, "--rounds", "2",
+           "--block-steps", "4", "--block-warmup", "1", "--warmup", "2", "--peers", "", "--depth", "3"]
+    if head is not None:
+        configs += ["agent @base"]
+        cmd += ["--base", head]
+    else:
+        print("skipping the --base part: no git revision to load")
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    out = subprocess.run(cmd + ["--configs", ",".join(configs)], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    figures = json.loads(lines[-1])
+    for c in configs:
+        key = c.replace(" ", "_").replace("-", "_")
+        assert math.isfinite(figures[f"{key}_process_cpu_ms"]) and figures[f"{key}_process_cpu_ms"] > 0, c
+        assert any(line.startswith(c + " ") for line in lines), f"{c} has no row:\n{out.stdout}"
+    # The copy of 8 parameters and gradients, and the hand-over's calls timed
+    # in place (0 if the hook went past the wrapped stream methods).
+    assert figures["snapshot_floor_ms"] > 0
+    assert figures["handover_thread_cpu_ms"] > 0
+    if head is not None:
+        assert math.isfinite(figures["agent_minus_base_cpu_ms"])
+        assert any(line.startswith("agent - agent @base") for line in lines)
+    # Nothing left behind in the temporary directory the bench used.
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_base_package_is_a_separate_copy(tmp_path):
+    head = _git_head()
+    if head is None:
+        pytest.skip("not a git checkout: no revision to load")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import base_package
+    finally:
+        sys.path.remove(str(BENCH))
+    import tensorkeep.pytorch
+
+    base = base_package.load(head, str(tmp_path))
+    try:
+        import importlib
+
+        hook = importlib.import_module("tensorkeep_base.pytorch.hook")
+        writer = importlib.import_module("tensorkeep_base.writer")
+        assert pathlib.Path(hook.__file__).is_relative_to(tmp_path)
+        assert hook.Hook is not tensorkeep.pytorch.Hook
+        # Its own modules throughout, the generated protobuf ones excepted.
+        assert writer.AgentStream.__module__ == "tensorkeep_base._handover"
+        names = importlib.import_module("tensorkeep_base._names")
+        assert names._limits.__name__ == "tensorkeep._proto.limits_pb2"
+        assert base.__name__ == "tensorkeep_base"
+    finally:
+        for name in [n for n in sys.modules if n == "tensorkeep_base" or n.startswith("tensorkeep_base.")]:
+            del sys.modules[name]
+        sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
