@@ -491,6 +491,27 @@ class TestHookNames:
         assert r["collections"] == ("losses",)
         assert float(r["value"]) == pytest.approx(loss.item())
 
+    def test_views_and_tensors_that_need_grad_are_saved_as_their_values(self, fake_writer):
+        """A tensor that requires grad, a negative view (the imaginary part of a
+        conjugate) and a transposed view are saved as the values they show."""
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1),
+                        include_regex=[r"^v_"])
+        model = _mlp()
+        hook.register_module(model)
+        model(torch.randn(2, 8))
+        z = torch.tensor([1 + 2j, 3 - 4j])
+        neg = z.conj().imag
+        assert neg.is_neg()
+        leaf = torch.ones(3, requires_grad=True)
+        base = torch.arange(6.0).reshape(2, 3)
+        for name, t in [("v_neg", neg), ("v_leaf", leaf), ("v_t", base.t())]:
+            hook.record_tensor_value(name, t)
+        hook.close()
+        w = fake_writer[0]
+        np.testing.assert_array_equal(w.get("v_neg_output_0", 0)["value"], np.array([-2.0, 4.0], np.float32))
+        np.testing.assert_array_equal(w.get("v_leaf_output_0", 0)["value"], np.ones(3, np.float32))
+        np.testing.assert_array_equal(w.get("v_t_output_0", 0)["value"], np.arange(6.0, dtype=np.float32).reshape(2, 3).T)
+
     def test_add_module_tensors(self, fake_writer):
         hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1), include_collections=["acts"])
         net = Net()

@@ -912,7 +912,7 @@ class Hook:
                 if plans.get(tname, 0) is not _SKIP:
                     param = owner._parameters.get(attr)
                     if param is not None:
-                        self._save_for_tensor(tname, param.data)
+                        self._save_for_tensor(tname, param)
 
     def forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
         if not self._saving:
@@ -1074,10 +1074,11 @@ class Hook:
         arr = None
         if raw and not specs and value.__class__ in _PLAIN_TENSORS:
             # The usual case, a CPU tensor saved whole: its numpy view at once
-            # (numpy() refuses what needs the slow path: another device,
-            # sparse, bfloat16, a conjugate or negative view).
+            # (numpy() refuses what needs the slow path: sparse, bfloat16;
+            # force=True copies another device's to the host, and resolves a
+            # conjugate or negative view, as the slow path would).
             try:
-                arr = value.detach().numpy()
+                arr = value.numpy(force=True) if _NUMPY_FORCE else value.detach().numpy()
             except (TypeError, RuntimeError):
                 pass
             else:
@@ -1256,6 +1257,19 @@ class Hook:
 
 _DDP = torch.nn.parallel.DistributedDataParallel
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _numpy_takes_force() -> bool:
+    """Whether this PyTorch has ``Tensor.numpy(force=True)`` (1.13 on), which
+    detaches in C++: ~1 us a tensor less than ``detach().numpy()``."""
+    try:
+        torch.zeros(1, requires_grad=True).numpy(force=True)
+    except TypeError:
+        return False
+    return True
+
+
+_NUMPY_FORCE = _numpy_takes_force()
 
 
 def _drop_empty_tensor_hooks(t: torch.Tensor) -> None:
