@@ -225,7 +225,7 @@ def bench(args, address: str, work: str, note: str) -> int:
     out: Dict[str, float] = {"block_steps": args.block_steps, "rounds": args.rounds}
     print(f"{note}; {args.rounds} rounds of a {args.block_steps}-step block each, alternating; "
           "step: median; overheads: median over rounds of the round's difference of means")
-    print(f"{'configuration':<16} {'step ms':>8} {'overhead ms':>12} {'mean step ms':>13} {'process cpu ms':>15} "
+    print(f"{'configuration':<20} {'step ms':>8} {'overhead ms':>12} {'mean step ms':>13} {'process cpu ms':>15} "
           f"{'cpu over no hook':>17} {'train thread cpu':>17} {'close s':>8}")
     for c in configs:
         over = interleave.overhead(runs, c, 1)
@@ -241,7 +241,7 @@ def bench(args, address: str, work: str, note: str) -> int:
         out[f"{key}_mean_overhead_ms"] = interleave.mean_overhead(runs, c, 1)
         out[f"{key}_mean_cpu_overhead_ms"] = interleave.mean_overhead(runs, c, 2)
         out[f"{key}_thread_cpu_ms"] = med(c, "thread_cpu_ms")
-        print(f"{c:<16} {med(c, 'ms'):8.3f} {over:+12.3f} {med(c, 'mean_ms'):13.3f} {med(c, 'process_cpu_ms'):15.3f} {cpu_over:+17.3f} "
+        print(f"{c:<20} {med(c, 'ms'):8.3f} {over:+12.3f} {med(c, 'mean_ms'):13.3f} {med(c, 'process_cpu_ms'):15.3f} {cpu_over:+17.3f} "
               f"{med(c, 'thread_cpu_ms'):17.3f} {med(c, 'close_s'):8.3f}")
     for c in configs:
         if c.endswith(interleave.BASE) and c[: -len(interleave.BASE)] in configs:
