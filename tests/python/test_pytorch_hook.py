@@ -683,20 +683,113 @@ class TestHookLifecycle:
         for s in (0, 3, 6):
             np.testing.assert_array_equal(w.get("1_output_0", s)["value"], relu[s].numpy())
 
-    def test_a_replaced_parameter_is_saved(self, fake_writer):
-        """Weights are read from their submodule at each step: a parameter
-        the script replaces after register_module is the one saved."""
+    def test_weights_follow_the_model_as_it_is_at_each_step(self, fake_writer):
+        """The weights saved are the model's at each step: a parameter or a
+        whole submodule the script replaces after register_module, and a
+        parameter it adds, are saved as they are then."""
         hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1),
-                        include_collections=["weights"])
+                        include_collections=["weights", "biases"])
         model = _mlp()
         hook.register_module(model)
         model(torch.randn(2, 8))
         model[0].weight = torch.nn.Parameter(torch.full((16, 8), 0.5))
         model(torch.randn(2, 8))
+        model[2] = torch.nn.Linear(16, 3)
+        with torch.no_grad():
+            model[2].bias.fill_(7.0)
+        model[2].register_parameter("extra_weight", torch.nn.Parameter(torch.ones(2)))
+        model(torch.randn(2, 8))
         hook.close()
         w = fake_writer[0]
         assert not np.array_equal(w.get("Sequential_0.weight", 0)["value"], np.full((16, 8), 0.5, np.float32))
         np.testing.assert_array_equal(w.get("Sequential_0.weight", 1)["value"], np.full((16, 8), 0.5, np.float32))
+        np.testing.assert_array_equal(w.get("Sequential_2.bias", 2)["value"], np.full(3, 7.0, np.float32))
+        np.testing.assert_array_equal(w.get("Sequential_2.weight", 2)["value"], model[2].weight.detach().numpy())
+        np.testing.assert_array_equal(w.get("Sequential_2.extra_weight", 2)["value"], np.ones(2, np.float32))
+
+    def test_a_module_called_many_times_a_step_by_exact_name_and_regex(self, fake_writer):
+        """A cell called 40 times a step numbers its outputs 0-39: a collection
+        naming one of the high ones exactly, or a regex picking some below
+        100, gets them (the cell's forward hook is attached for them)."""
+        class Unrolled(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                outs = []
+                for _ in range(40):
+                    x = torch.tanh(self.cell(x))
+                    outs.append(x)
+                return outs
+
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1),
+                        include_collections=["exact", "late"])
+        hook.get_collection("exact").add_tensor_name("cell_output_35")
+        hook.get_collection("late").include(r"^cell_output_3[89]$")
+        model = Unrolled()
+        hook.register_module(model)
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            expected = model(x)
+        model(x)
+        hook.close()
+        w = fake_writer[0]
+        assert w.names(0) == ["cell_output_35", "cell_output_38", "cell_output_39"]
+        for i in (35, 38, 39):
+            # the cell's output i is the input of the tanh of step i
+            np.testing.assert_allclose(np.tanh(w.get(f"cell_output_{i}", 0)["value"]), expected[i].numpy(), rtol=1e-6)
+
+    def test_registering_a_big_model_during_a_saving_step_decides_each_callback_once(self, fake_writer, monkeypatch):
+        """A model registered while a step saves gets its callbacks at once,
+        each examined once (not once per callback registered before it)."""
+        calls = []
+        real = hook_module.Hook._target_saves
+        monkeypatch.setattr(hook_module.Hook, "_target_saves", lambda self, t, c: calls.append(1) or real(self, t, c))
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1),
+                        include_collections=["gradients"])
+        first = _mlp()
+        hook.register_module(first)
+        first(torch.randn(2, 8))  # step 0 saves
+        calls.clear()
+        big = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(100)])
+        hook.register_module(big)
+        targets = len(list(big.modules())) + 2 * 100
+        assert len(calls) <= targets + 8  # the new ones, and the first model's again at most once
+        assert all(len(p._backward_hooks or {}) == 1 for p in big.parameters())
+        big(torch.randn(1, 4)).sum().backward()  # its forward starts step 1
+        hook.close()
+        names = fake_writer[0].names(1)
+        assert len([n for n in names if n.startswith("gradient/Sequential_")]) == 200
+
+    def test_all_reduced_gradients_survive_a_collection_change_between_steps(self, fake_writer, tmp_path):
+        """gradients='all_reduced' writes a step's gradients when the next
+        step starts; a collection changed in between (here a regex added)
+        must not drop them. One process, gloo: the all-reduced gradient is
+        the local one."""
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+        try:
+            hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1),
+                            include_collections=["gradients"], gradients="all_reduced")
+            model = Net()
+            ddp = torch.nn.parallel.DistributedDataParallel(model)
+            hook.register_module(ddp)
+            x, grads = torch.randn(4, 8), []
+            for step in range(4):
+                ddp.zero_grad()
+                ddp(x).sum().backward()
+                grads.append(model.fc2.weight.grad.clone())
+                if step == 1:
+                    hook.get_collection("gradients").include("^gradient/Net_fc1")
+            hook.close()
+        finally:
+            dist.destroy_process_group()
+        w = fake_writer[0]
+        assert w.steps() == [0, 1, 2, 3]
+        for step in range(4):
+            np.testing.assert_array_equal(w.get("gradient/Net_fc2.weight", step)["value"], grads[step].numpy())
 
     def test_close_detaches_and_should_stop_follows_writer(self, fake_writer):
         hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=1))

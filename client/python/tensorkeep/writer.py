@@ -284,20 +284,23 @@ class Writer:
         ``mode_step`` must be valid (the hook's own counters)."""
         mode_i, name_b, coll = self._check_names(name, mode, collections)
         tail = _wire.record_tail(True, (), coll)
-        last: list = [None, None, b""]  # the last value's dtype and shape, its record's head
+        # The last value's (dtype, shape, record head), replaced as a whole
+        # (two threads writing one name see one or the other, never a mix).
+        last = [(None, None, b"")]
 
         def write(value: Any, step: int, mode_step: int) -> None:
             if value.__class__ is not np.ndarray:
                 return self.write_tensor(name, value, step, mode, mode_step, collections)
-            if value.shape != last[1] or value.dtype != last[0]:
+            kept = last[0]
+            if value.shape != kept[1] or value.dtype != kept[0]:
                 code = _dtypes.NATIVE_CODES.get(value.dtype)
                 if code is None:
                     return self.write_tensor(name, value, step, mode, mode_step, collections)
-                last[:] = value.dtype, value.shape, _wire.record_head(name_b, mode_i, code, value.shape)
+                kept = last[0] = (value.dtype, value.shape, _wire.record_head(name_b, mode_i, code, value.shape))
             steps = self._steps
             if steps[0] != step or steps[1] != mode_step:
                 steps = self._steps = (step, mode_step, _wire.steps_field(step, mode_step))
-            self._stream.add_record(last[2], steps[2], value, tail)
+            self._stream.add_record(kept[2], steps[2], value, tail)
 
         return write
 

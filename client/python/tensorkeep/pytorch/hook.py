@@ -99,8 +99,9 @@ DEFAULT_WORKER_NAME = "worker_0"
 _SKIP = None  # plan of a tensor that is not saved at this step
 _UNDECIDED = object()
 # A module's forward hook is attached for a step when one of its inputs or
-# outputs numbered below this can be saved (see Hook._target_saves).
-_PROBED_IO = 32
+# outputs numbered below this (or a tensor name of a collection, whatever its
+# number) can be saved (see Hook._target_saves).
+_PROBED_IO = 100
 # Sets of saved collections (with a mode) whose plans and callbacks are kept
 # (see _compute_step_collections).
 _PLAN_SETS = 64
@@ -361,9 +362,6 @@ class Hook:
         self._step_handles: Dict[int, Any] = {}  # index in _step_targets -> handle
         self._attached_for: Optional[FrozenSet[Collection]] = None  # the step collections attached for
         self._wanted: Dict[FrozenSet[Collection], FrozenSet[int]] = {}  # ... -> the targets they need
-        # Per registered module: its parameters as (saved name, owning
-        # submodule, attribute), read from the owner at each saving step.
-        self._params_of: Dict[torch.nn.Module, List[Tuple[str, torch.nn.Module, str]]] = {}
         self.has_registered_module = False
         self.has_registered_loss_module = False
 
@@ -559,10 +557,13 @@ class Hook:
         }
         self._tensor_colls = {}
         self._plans = {}
+        # The plans and callbacks of every set are made again; _step_colls
+        # stays until the next step's are chosen (the last step's all-reduced
+        # gradients are written after this, by _finish_step).
         self._plans_by_colls = {}
-        self._step_colls = frozenset()
         self._plans_mode = -1
         self._wanted = {}
+        self._attached_for = None
         self._cm_version = cm.version()
         self.prepared_collections = True
         self._send_collections()
@@ -654,21 +655,21 @@ class Hook:
     def _target_saves(self, target: Tuple[Any, Callable[..., Any], Optional[str]], colls: FrozenSet[Collection]) -> bool:
         """Whether a step saving ``colls`` needs the callback ``target``: a
         parameter's if its gradient is in one of them; a module's if one of its
-        inputs or outputs numbered below _PROBED_IO can be (a collection whose
-        regexes pick only higher-numbered ones is not seen: see docs/python.md)."""
+        inputs or outputs can be: one of a collection's tensor names, or
+        numbered below _PROBED_IO for its regexes (a regex that picks only
+        higher-numbered ones is not seen: see docs/python.md)."""
         obj, _, grad_name = target
         if grad_name is not None:
-            names: Iterable[str] = (grad_name,)
-        else:
-            mname = self._module_names.get(obj)
-            if mname is None:
-                return False
-            names = (
-                mname + suffix + str(i)
-                for suffix in (self.INPUT_TENSOR_SUFFIX, self.OUTPUT_TENSOR_SUFFIX)
-                for i in range(_PROBED_IO)
-            )
-        return any(c.matches(n) for n in names for c in colls)
+            return any(c.matches(grad_name) for c in colls)
+        mname = self._module_names.get(obj)
+        if mname is None:
+            return False
+        prefixes = (mname + self.INPUT_TENSOR_SUFFIX, mname + self.OUTPUT_TENSOR_SUFFIX)
+        for c in colls:
+            for n in c.tensor_names:
+                if n.startswith(prefixes) and n[len(mname) :].split("_")[-1].isdigit():
+                    return True
+        return any(c.matches(p + str(i)) for p in prefixes for i in range(_PROBED_IO) for c in colls)
 
     def _detach(self, i: int) -> None:
         self._step_handles.pop(i).remove()
@@ -688,11 +689,11 @@ class Hook:
         return target.register_hook(fn)
 
     def _add_step_target(self, target: Any, fn: Callable[..., Any], grad_name: Optional[str] = None) -> None:
+        """Adds a per-step callback; the caller then calls _sync_step_hooks
+        (once for a whole module: a step that saves attaches what it needs)."""
         self._step_targets.append((target, fn, grad_name))
         self._wanted = {}
-        if self._attached_for is not None:  # registered while a saving step runs
-            self._attached_for = None
-            self._sync_step_hooks()
+        self._attached_for = None
 
     def _plan(self, tname: str) -> Any:
         """(save raw?, reductions, collection names, lane) for ``tname`` at
@@ -764,14 +765,6 @@ class Hook:
         root_name = module._get_name()
         self._module_names[module] = root_name
         self._handles.append(module.register_forward_pre_hook(self.forward_pre_hook))
-        # Its parameters, saved at each saving step by forward_pre_hook: the
-        # structure as registered (like the forward hooks below), each
-        # parameter read from its submodule then (a replaced one is seen).
-        self._params_of[module] = [
-            (root_name + "_" + pname, module.get_submodule(path) if path else module, attr)
-            for pname, _ in module.named_parameters()
-            for path, _, attr in (pname.rpartition("."),)
-        ]
         for sub in module.modules():
             self._add_step_target(sub, self.forward_hook)
         if self.gradients == "all_reduced" and isinstance(wrapper, _DDP):
@@ -781,6 +774,7 @@ class Hook:
                 if param.requires_grad:
                     gname = self.GRADIENT_PREFIX + root_name + "_" + pname
                     self._add_step_target(param, self._backward_hook(gname), gname)
+        self._sync_step_hooks()  # registered while a saving step runs: attach now
         self.has_registered_module = True
 
     def _register_reduced_gradients(self, ddp: Any, root_name: str) -> None:
@@ -849,6 +843,7 @@ class Hook:
             raise ValueError(f"loss module {loss_module._get_name()} is registered twice")
         self._module_names[loss_module] = loss_module._get_name()
         self._add_step_target(loss_module, self.forward_hook)
+        self._sync_step_hooks()
         self.has_registered_loss_module = True
 
     # ------------------------------------------------------------------------------------
@@ -907,12 +902,14 @@ class Hook:
             return
         self._start_step()
         if self._saving:
+            # The parameters as they are now (a submodule replaced or added
+            # after register_module, weight_norm, parametrizations).
+            root = self._module_names.get(module, module._get_name()) + "_"
             plans = self._plans
-            for tname, owner, attr in self._params_of[module]:
+            for pname, param in module.named_parameters():
+                tname = root + pname
                 if plans.get(tname, 0) is not _SKIP:
-                    param = owner._parameters.get(attr)
-                    if param is not None:
-                        self._save_for_tensor(tname, param)
+                    self._save_for_tensor(tname, param)
 
     def forward_hook(self, module: torch.nn.Module, inputs: Any, outputs: Any) -> None:
         if not self._saving:
@@ -1223,7 +1220,6 @@ class Hook:
         self._handles = []
         self._detach_step_hooks()
         self._step_targets = []
-        self._params_of = {}
         if self._writer is not None:
             try:
                 if not self._disabled:
