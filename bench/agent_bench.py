@@ -197,7 +197,12 @@ def in_process_writer(args, address: str) -> None:
     settle()
     cmd = (["taskset", "-c", "0"] if shutil.which("taskset") else []) + [
         exe, address, "--steps", str(args.block_steps), "--rounds", str(args.rounds)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        print("in-process C++ writer: failed: no result within 600 s (is the collector's disk full? "
+              "see its log in the work directory)", flush=True)
+        return
     if out.returncode != 0:
         print(f"in-process C++ writer: failed: {out.stderr.strip()}", flush=True)
         return
