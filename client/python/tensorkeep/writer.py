@@ -269,10 +269,7 @@ class Writer:
                 tail = _wire.record_tail(has_value, (), coll)
                 if len(self._tails) < _CACHE_LIMIT:
                     self._tails[tail_key] = tail
-        steps = self._steps
-        if steps[0] != step or steps[1] != mode_step:  # once a step: the same for its tensors
-            steps = self._steps = (step, mode_step, _wire.steps_field(step, mode_step))
-        self._stream.add_record(head, steps[2], data, tail)
+        self._stream.add_record(head, self._steps_field(step, mode_step), data, tail)
 
     def _array_writer(self, name: str, mode: Any, collections: Tuple[str, ...]) -> Callable[[Any, int, int], None]:
         """The PyTorch hook's hot path: a function ``write(value, step,
@@ -297,12 +294,17 @@ class Writer:
                 if code is None:
                     return self.write_tensor(name, value, step, mode, mode_step, collections)
                 kept = last[0] = (value.dtype, value.shape, _wire.record_head(name_b, mode_i, code, value.shape))
-            steps = self._steps
-            if steps[0] != step or steps[1] != mode_step:
-                steps = self._steps = (step, mode_step, _wire.steps_field(step, mode_step))
-            self._stream.add_record(kept[2], steps[2], value, tail)
+            self._stream.add_record(kept[2], self._steps_field(step, mode_step), value, tail)
 
         return write
+
+    def _steps_field(self, step: int, mode_step: int) -> bytes:
+        """The encoded step fields of a record, made once a step (every tensor
+        of a step has the same)."""
+        steps = self._steps
+        if steps[0] != step or steps[1] != mode_step:
+            steps = self._steps = (step, mode_step, _wire.steps_field(step, mode_step))
+        return steps[2]
 
     def _check_names(self, name: Any, mode: Any, collections: Any) -> Tuple[int, bytes, Tuple[bytes, ...]]:
         """Validates name, mode and collections; caches the result when hashable."""
