@@ -707,6 +707,44 @@ class TestHookLifecycle:
         np.testing.assert_array_equal(w.get("Sequential_2.weight", 2)["value"], model[2].weight.detach().numpy())
         np.testing.assert_array_equal(w.get("Sequential_2.extra_weight", 2)["value"], np.ones(2, np.float32))
 
+    def test_layers_frozen_and_unfrozen_after_registration(self, fake_writer):
+        """Fine-tuning freezes and unfreezes layers while training: the hook
+        never breaks the step (PyTorch refuses a gradient hook on a tensor
+        that does not require grad), saves no gradient for a frozen layer,
+        and saves the gradients of a layer unfrozen after register_module."""
+        hook = tkp.Hook("tensorkeep://127.0.0.1:1/t", save_config=tkp.SaveConfig(save_interval=2),
+                        include_collections=["gradients"])
+        model = _mlp()
+        model[2].requires_grad_(False)  # frozen at registration
+        hook.register_module(model)
+        loss_fn = torch.nn.MSELoss()
+        torch.manual_seed(3)
+        grads: Dict[Tuple[str, int], np.ndarray] = {}
+        for step in range(8):
+            if step == 2:
+                model[0].requires_grad_(False)  # frozen between an unsaved and a saving step
+                model[2].requires_grad_(True)
+            if step == 5:
+                model[0].requires_grad_(True)  # unfrozen before an unsaved step
+            model.zero_grad(set_to_none=True)
+            loss_fn(model(torch.randn(4, 8)), torch.randn(4, 3)).backward()
+            for i in (0, 2):
+                for p in ("weight", "bias"):
+                    g = getattr(model[i], p).grad
+                    if g is not None:
+                        grads[(f"gradient/Sequential_{i}.{p}", step)] = g.numpy().copy()
+        hook.close()
+        assert not hook._disabled
+        w = fake_writer[0]
+        got = {(r["name"], r["step"]): r["value"] for r in w.records}
+        want = {k: v for k, v in grads.items() if k[1] % 2 == 0}
+        assert sorted(got) == sorted(want)
+        # (steps 0: layer 2 frozen; 2, 4: layer 0 frozen; 6: both)
+        assert {s for n, s in got if n.startswith("gradient/Sequential_0.")} == {0, 6}
+        assert {s for n, s in got if n.startswith("gradient/Sequential_2.")} == {2, 4, 6}
+        for k, v in want.items():
+            np.testing.assert_array_equal(got[k], v, err_msg=str(k))
+
     def test_a_module_called_many_times_a_step_by_exact_name_and_regex(self, fake_writer):
         """A cell called 40 times a step numbers its outputs 0-39: a collection
         naming one of the high ones exactly, or a regex picking some below

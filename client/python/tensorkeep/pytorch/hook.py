@@ -360,6 +360,7 @@ class Hook:
         # attached: (target, callback, the gradient's name or None).
         self._step_targets: List[Tuple[Any, Callable[..., Any], Optional[str]]] = []
         self._step_handles: Dict[int, Any] = {}  # index in _step_targets -> handle
+        self._frozen: List[int] = []  # wanted, not attached: their parameter is frozen
         self._attached_for: Optional[FrozenSet[Collection]] = None  # the step collections attached for
         self._wanted: Dict[FrozenSet[Collection], FrozenSet[int]] = {}  # ... -> the targets they need
         self.has_registered_module = False
@@ -637,6 +638,8 @@ class Hook:
             return
         colls = self._step_colls
         if self._attached_for is colls:
+            if self._frozen:
+                self._attach_unfrozen()
             return
         wanted = self._wanted.get(colls)
         if wanted is None:
@@ -646,11 +649,23 @@ class Hook:
         handles = self._step_handles
         for i in [i for i in handles if i not in wanted]:
             self._detach(i)
-        for i in wanted:
-            if i not in handles:
-                target, fn, _ = self._step_targets[i]
-                handles[i] = self._attach(target, fn)
+        self._frozen = [i for i in wanted if i not in handles]
+        self._attach_unfrozen()
         self._attached_for = colls
+
+    def _attach_unfrozen(self) -> None:
+        """Attaches the wanted callbacks in ``_frozen`` whose parameter
+        requires grad (now); keeps the others there, for the next saving step
+        (a layer fine-tuning unfreezes later)."""
+        frozen = []
+        for i in self._frozen:
+            target, fn, _ = self._step_targets[i]
+            handle = self._attach(target, fn)
+            if handle is None:
+                frozen.append(i)
+            else:
+                self._step_handles[i] = handle
+        self._frozen = frozen
 
     def _target_saves(self, target: Tuple[Any, Callable[..., Any], Optional[str]], colls: FrozenSet[Collection]) -> bool:
         """Whether a step saving ``colls`` needs the callback ``target``: a
@@ -680,12 +695,18 @@ class Hook:
     def _detach_step_hooks(self) -> None:
         for i in list(self._step_handles):
             self._detach(i)
+        self._frozen = []
         self._attached_for = None
 
     @staticmethod
     def _attach(target: Any, fn: Callable[..., Any]) -> Any:
+        """The callback's handle; None for a parameter frozen now (PyTorch
+        refuses a gradient hook on a tensor that does not require grad, and it
+        has no gradient to save)."""
         if isinstance(target, torch.nn.Module):
             return target.register_forward_hook(fn)
+        if not target.requires_grad:
+            return None
         return target.register_hook(fn)
 
     def _add_step_target(self, target: Any, fn: Callable[..., Any], grad_name: Optional[str] = None) -> None:
@@ -770,10 +791,10 @@ class Hook:
         if self.gradients == "all_reduced" and isinstance(wrapper, _DDP):
             self._register_reduced_gradients(wrapper, root_name)
         else:
+            # Every parameter, frozen or not: a layer may be unfrozen later.
             for pname, param in module.named_parameters():
-                if param.requires_grad:
-                    gname = self.GRADIENT_PREFIX + root_name + "_" + pname
-                    self._add_step_target(param, self._backward_hook(gname), gname)
+                gname = self.GRADIENT_PREFIX + root_name + "_" + pname
+                self._add_step_target(param, self._backward_hook(gname), gname)
         self._sync_step_hooks()  # registered while a saving step runs: attach now
         self.has_registered_module = True
 
