@@ -60,6 +60,7 @@ from typing import Dict, List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import interleave  # noqa: E402
+from mlp import reference_blas_note  # noqa: E402
 from quiet import settle  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -117,6 +118,11 @@ def smdebug_import(src: Optional[str], work: str):
         return None, f"smdebug from {src} cannot be imported here: {type(e).__name__}: {e}"
 
 
+def json_key(config: str) -> str:
+    """The prefix of a configuration's figures in the JSON line ("hand-over": hand_over_...)."""
+    return config.replace(" ", "_").replace("-", "_")
+
+
 def start(args: List[str], cpu: str, env: Dict[str, str], log: str):
     """Starts a server or agent pinned to ``cpu``; returns (process, what it listens on)."""
     cmd = (["taskset", "-c", cpu] if shutil.which("taskset") else []) + args
@@ -155,6 +161,9 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
+    note = reference_blas_note()
+    if note:
+        print(note, flush=True)
     work = tempfile.mkdtemp(prefix="tk-agent-bench-")
     os.chmod(work, 0o700)
     other_cpu = "1" if (os.cpu_count() or 1) > 1 else "0"
@@ -235,7 +244,7 @@ def bench(args, address: str, work: str, note: str) -> int:
     for c in configs:
         over = interleave.overhead(runs, c, 1)
         cpu_over = interleave.overhead(runs, c, 2)
-        key = c.replace(" ", "_").replace("-", "_")
+        key = json_key(c)
         out[f"{key}_ms"] = med(c, "ms")
         out[f"{key}_mean_ms"] = med(c, "mean_ms")
         out[f"{key}_overhead_ms"] = over
@@ -253,7 +262,7 @@ def bench(args, address: str, work: str, note: str) -> int:
             # The current code against the base, round by round (process CPU a step).
             new = c[: -len(interleave.BASE)]
             d = [x - b for x, b in zip(interleave.per_round(runs, new, 2), interleave.per_round(runs, c, 2))]
-            key = new.replace(" ", "_").replace("-", "_")
+            key = json_key(new)
             out[f"{key}_minus_base_cpu_ms"] = statistics.median(d)
             print(f"{new} - {c} ({args.base}): process CPU a step median {statistics.median(d):+.3f} ms, "
                   f"mean {statistics.fmean(d):+.3f} ms; the current code cheaper in {sum(x < 0 for x in d)} "
@@ -263,7 +272,7 @@ def bench(args, address: str, work: str, note: str) -> int:
         print(f"snapshot floor (the copy alone): {out['snapshot_floor_ms']:.3f} ms")
         for c in ("agent",):
             if c in configs:
-                k = c.replace("-", "_")
+                k = json_key(c)
                 print(f"{c}: process CPU over no hook / floor = "
                       f"{out[f'{k}_cpu_overhead_ms'] / out['snapshot_floor_ms']:.2f} (target <= 2)")
     if "hand-over" in configs:
@@ -273,7 +282,7 @@ def bench(args, address: str, work: str, note: str) -> int:
     if "smdebug" in configs:
         for c in ("agent",):
             if c in configs:
-                k = c.replace("-", "_")
+                k = json_key(c)
                 print(f"{c}: overhead / smdebug's = {out[f'{k}_overhead_ms'] / out['smdebug_overhead_ms']:.2f} "
                       "(target <= 0.25)")
     if "agent" in configs:

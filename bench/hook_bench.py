@@ -44,6 +44,7 @@ from typing import Dict, Optional, Tuple
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_agent_env  # noqa: E402,F401  (an agent of its own)
 import interleave  # noqa: E402
+from mlp import reference_blas_note  # noqa: E402
 
 # This bench's names -> interleave's configurations.
 CONFIGS = {"no hook": "no hook", "every step": "agent", "interval 100": "agent 100"}
@@ -113,6 +114,9 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    note = reference_blas_note()
+    if note:
+        print(note, file=sys.stderr, flush=True)  # (stdout: the figures' JSON line)
     cpus = None if args.train_cpu is None else (args.train_cpu, args.service_cpu)
     out = measure(args.server, args.rounds, args.block_steps, args.block_warmup, args.warmup, cpus)
     out["torch_threads"] = args.threads

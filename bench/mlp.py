@@ -69,3 +69,28 @@ class Model:
             p.data = d
             p.grad = g
         self.x, self.y = storage.x, storage.y
+
+
+
+def reference_blas_note() -> str:
+    """A line to print when torch's matrix products are slow, as on netlib's
+    reference BLAS (Debian's ``libblas3`` alone): then the MLP's step takes
+    ~12-16 ms instead of the issue's ~1 ms, and every overhead is measured
+    against a step 10x longer. '' otherwise. Timed rather than looked up in
+    /proc/self/maps: which library answers depends on the alternatives, the
+    load order and LD_PRELOAD."""
+    import time
+
+    import torch
+
+    x, w = torch.ones(64, 784), torch.ones(784, 256)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        x @ w
+        best = min(best, time.perf_counter() - t)
+    if best < 1e-3:
+        return ""
+    return (f"note: a 64x784 @ 784x256 product takes {best * 1e3:.1f} ms here (OpenBLAS: ~0.1 ms): PyTorch "
+            "runs on a slow BLAS, Debian's reference libblas3?, so a step takes ~12-16 ms, not the issue's "
+            "~1 ms; install libopenblas0-pthread (apt) to measure the issue's loop")

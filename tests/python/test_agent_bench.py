@@ -17,6 +17,8 @@ from conftest import DEFAULT_BIN_DIR  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
+sys.path.insert(0, str(BENCH))
+import agent_bench  # noqa: E402
 
 
 def _git_head():
@@ -54,7 +56,7 @@ def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
     lines = out.stdout.strip().splitlines()
     figures = json.loads(lines[-1])
     for c in configs:
-        key = c.replace(" ", "_").replace("-", "_")
+        key = agent_bench.json_key(c)
         assert math.isfinite(figures[f"{key}_process_cpu_ms"]) and figures[f"{key}_process_cpu_ms"] > 0, c
         assert any(line.startswith(c + " ") for line in lines), f"{c} has no row:\n{out.stdout}"
     # The copy of 8 parameters and gradients, and the hand-over's calls timed
