@@ -68,7 +68,7 @@ import torch
 
 from tensorkeep._dtypes import NATIVE_CODES as _NATIVE_DTYPES
 
-from . import _process_exit
+from . import _malloc, _process_exit
 from ._ranks import dist_group_for_stop as _dist_group_for_stop
 from ._ranks import dist_rank_and_size as _dist_rank_and_size
 from ._ranks import env_rank_and_size as _env_rank_and_size
@@ -274,6 +274,9 @@ class Hook:
         from tensorkeep.writer import max_stall_from
 
         self.max_stall_seconds = max_stall_from(max_stall_seconds)
+        # So that the hook's allocations do not make glibc hand the heap's top
+        # back and fault it in again, every few steps (see _malloc).
+        _malloc.pin()
 
         self.out_dir = out_dir
         self.dry_run = bool(dry_run)

@@ -1,0 +1,79 @@
+"""glibc's heap thresholds, pinned where its own heuristic ends (issue 16).
+
+PyTorch's CPU tensors come from ``malloc``. glibc serves a block from the
+heap once its dynamic mmap threshold has risen past the block's size (the
+first free of a larger mmapped block raises it, up to 32 MiB), and gives the
+heap's top back to the kernel whenever a free leaves more than twice that
+threshold unused there. A training step's temporaries (the MLP's gradient
+and its product, 784 KiB each) freed at the top of the heap then cross that
+line in some steps and not in others, depending on which other small blocks
+sit above them: the step after a trim takes the same 1.5 MiB back, page by
+page (384 page faults, ~5-10 us each on a VM). The hook's own allocations
+shift that balance: the MLP with no hook paid 2.5-53 faults a step, with the
+hook's dry run 23, handing over to the agent 76-85, ~0.4-0.8 ms a step.
+
+``pin()`` sets the two thresholds to where glibc's heuristic ends for a
+process that has freed a 32 MiB block (mmap 32 MiB, trim 64 MiB), once per
+process: then no step pays faults for the heap's top (0-0.1 a step in the
+same loops). The cost: up to 64 MiB of freed heap stays with the process.
+Nothing is changed when the process chose its allocator's settings itself
+(``MALLOC_*_`` variables, ``GLIBC_TUNABLES`` with ``glibc.malloc.``, an
+allocator in ``LD_PRELOAD``), off glibc, or with
+``TENSORKEEP_MALLOC_THRESHOLDS=0``.
+"""
+
+import ctypes
+import logging
+import os
+import platform
+import threading
+
+logger = logging.getLogger("tensorkeep.pytorch")
+
+M_TRIM_THRESHOLD = -1  # glibc's malloc.h
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # what its heuristic sets beside it
+ENV = "TENSORKEEP_MALLOC_THRESHOLDS"
+_USER_VARS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_MMAP_MAX_")
+_ALLOCATORS = ("malloc", "jemalloc", "tcmalloc", "mimalloc", "hoard")
+
+_lock = threading.Lock()
+_result = ""
+
+
+def pin() -> str:
+    """Pins the thresholds (see the module's text) unless the process chose
+    its own; returns what it did, or why not. Only the first call acts."""
+    global _result
+    with _lock:
+        if not _result:
+            _result = _pin()
+            logger.info("tensorkeep: glibc heap thresholds: %s", _result)
+        return _result
+
+
+def _pin() -> str:
+    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return f"left to glibc's heuristic ({ENV}=0)"
+    if platform.libc_ver()[0] != "glibc":
+        return "left alone: not glibc"
+    chosen = [v for v in _USER_VARS if v in os.environ]
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        chosen.append("GLIBC_TUNABLES")
+    preload = os.environ.get("LD_PRELOAD", "").lower()
+    if any(a in preload for a in _ALLOCATORS):
+        chosen.append("LD_PRELOAD")
+    if chosen:
+        return "left alone: the process set " + ", ".join(chosen)
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError) as e:
+        return f"left alone: no mallopt ({e})"
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    # The mmap threshold first: setting either ends glibc's heuristic, and
+    # alone the trim threshold would leave every block over 128 KiB mmapped.
+    if not mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) or not mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD):
+        return "left alone: mallopt refused"
+    return f"pinned (mmap {MMAP_THRESHOLD >> 20} MiB, trim {TRIM_THRESHOLD >> 20} MiB)"
