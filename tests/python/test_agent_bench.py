@@ -98,3 +98,30 @@ def test_base_package_is_a_separate_copy(tmp_path):
         for name in [n for n in sys.modules if n == "tensorkeep_base" or n.startswith("tensorkeep_base.")]:
             del sys.modules[name]
         sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
+
+
+def test_process_bench_runs_each_configuration_in_its_own_process(tmp_path):
+    """bench/process_bench.py in small: every configuration reports from a
+    process of its own, the unpinned one with glibc's thresholds left alone,
+    and nothing is left in the temporary directory."""
+    bin_dir = os.environ.get("TK_BIN_DIR", DEFAULT_BIN_DIR)
+    for b in ("tensorkeep-server", "tensorkeep-agent"):
+        if not os.path.exists(os.path.join(bin_dir, b)):
+            pytest.skip(f"{b} is not built in {bin_dir}")
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    out = subprocess.run([sys.executable, str(BENCH / "process_bench.py"), "--bin-dir", bin_dir, "--rounds", "2",
+                          "--steps", "30", "--warmup", "2"], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    figures = json.loads(lines[-1])
+    import process_bench
+
+    for c in process_bench.CONFIGS:
+        key = agent_bench.json_key(c)
+        assert math.isfinite(figures[f"{key}_cpu_ms"]) and figures[f"{key}_cpu_ms"] > 0, c
+        assert figures[f"{key}_faults"] >= 0, c
+        assert any(line.startswith(c + " ") for line in lines), f"{c} has no row:\n{out.stdout}"
+    assert figures["no_hook_cpu_over_no_hook_ms"] == 0
+    # Each round ran each configuration once, in a process of its own.
+    assert out.stderr.count(" agent unpinned: ") == 2 and out.stderr.count(" no hook: ") == 2
+    assert [p.name for p in tmp_path.iterdir()] == []
