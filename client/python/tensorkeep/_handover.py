@@ -32,6 +32,7 @@ import mmap
 import os
 import socket
 import struct
+import sys
 import threading
 import time
 import weakref
@@ -119,6 +120,24 @@ def _sealed_memfd(size: int) -> int:
     return fd
 
 
+# Linux 5.14's madvise(MADV_POPULATE_WRITE) (Python 3.11's mmap does not name it).
+_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+
+def _populate(mm: mmap.mmap) -> None:
+    """Faults the ring's pages in, writable, now (~13 ms for 32 MiB here)
+    rather than one at a time while steps copy their first lap into it:
+    on a VM a page fault costs ~5-10 us, 400 of them a 1.6 MB step, which
+    cost a saving step of save_interval=100 ~4 ms for its first 2,000 steps.
+    Where the kernel cannot (older than 5.14, out of memory) the pages come
+    as they are first written, as before."""
+    if sys.platform.startswith("linux"):
+        try:
+            mm.madvise(_MADV_POPULATE_WRITE)
+        except (OSError, ValueError):
+            pass
+
+
 def _close_at_exit(ref: "weakref.ReferenceType[AgentStream]") -> None:
     """Closes a stream still open at interpreter exit, without ending the trial."""
     stream = ref()
@@ -192,6 +211,7 @@ class AgentStream:
         fd = _sealed_memfd(size)
         try:
             self._mm = mmap.mmap(fd, size)
+            _populate(self._mm)
             security = _credentials.resolve()
             retry = math.inf if retry_timeout is None else float(retry_timeout)
             queue = max(1, max_queue_bytes - self._ring)
