@@ -324,9 +324,10 @@ def test_a_ring_refilled_lap_after_lap_never_overwrites_what_the_agent_did_not_t
 
 
 def test_the_rings_first_lap_costs_the_training_process_no_page_faults(server, trial_url, agent):
-    """The ring's pages are faulted in when the writer opens, not one by one
-    while steps copy their first lap into it (~400 faults a 1.6 MB step, ~4 ms
-    on a VM; where the kernel lacks MADV_POPULATE_WRITE it skips, saying so)."""
+    """The ring's pages are the process's from the writer's open, not faulted
+    in one by one while steps copy their first lap into it (~400 faults a
+    1.6 MB step, 2-5 ms on a VM; where the kernel lacks MADV_POPULATE_WRITE
+    it skips, saying so)."""
     import mmap
     import resource
 
