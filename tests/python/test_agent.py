@@ -321,34 +321,3 @@ def test_a_ring_refilled_lap_after_lap_never_overwrites_what_the_agent_did_not_t
         assert sorted(values) == list(range(40))
         for step, got in values.items():
             assert np.array_equal(got, written[(f"t{i}", step)]), (i, step)
-
-
-def test_the_rings_first_lap_costs_the_training_process_no_page_faults(server, trial_url, agent):
-    """The ring's pages are the process's from the writer's open, not faulted
-    in one by one while steps copy their first lap into it (~400 faults a
-    1.6 MB step, 2-5 ms on a VM; where the kernel lacks MADV_POPULATE_WRITE
-    it skips, saying so)."""
-    import mmap
-    import resource
-
-    probe = mmap.mmap(-1, mmap.PAGESIZE)
-    try:
-        probe.madvise(getattr(mmap, "MADV_POPULATE_WRITE", 23))
-    except OSError as e:
-        pytest.skip(f"this kernel cannot populate a mapping writable (MADV_POPULATE_WRITE): {e}")
-    finally:
-        probe.close()
-    value = np.arange(400_000, dtype=np.float32)  # 1.6 MB
-    w = Writer(trial_url, max_queue_bytes=32 << 20)  # a 16 MiB ring
-    try:
-        w.write_tensor("w", value, step=0)
-        w.flush()
-        f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-        for s in range(1, 9):  # 12.8 MB: the rest of the first lap
-            w.write_tensor("w", value, step=s)
-        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - f0
-    finally:
-        w.close()
-    # Unpopulated, 8 × 1.6 MB is ~3,100 fresh pages.
-    assert faults < 300, faults
-    assert np.array_equal(create_trial(trial_url).tensor("w").value(8), value)

@@ -32,7 +32,6 @@ import mmap
 import os
 import socket
 import struct
-import sys
 import threading
 import time
 import weakref
@@ -120,32 +119,6 @@ def _sealed_memfd(size: int) -> int:
     return fd
 
 
-# Linux 5.14's madvise(MADV_POPULATE_WRITE) (Python 3.11's mmap does not name it).
-_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
-
-
-def _populate(mm: mmap.mmap) -> None:
-    """Makes the ring's pages the training process's now, at open, rather
-    than one at a time while steps copy their first lap into it. On this VM
-    a page written for the first time costs ~5 us even after the kernel
-    mapped it (its first write is what the hypervisor backs): a 1.6 MB
-    step into fresh ring pages took 2-5 ms instead of 0.065 ms, so each
-    saving step of save_interval=100 cost ~3 ms more for its first 2,000
-    steps. Here: madvise(MADV_POPULATE_WRITE) (Linux 5.14; ~11 ms for
-    32 MiB) and a write to each page (~40 ms): the same work, once, at open.
-    The cost: the ring's memory is resident from the start (32 MiB with the
-    default max_queue_bytes). Where the kernel cannot populate, the writes
-    alone fault the pages in."""
-    if sys.platform.startswith("linux"):
-        try:
-            mm.madvise(_MADV_POPULATE_WRITE)
-        except (OSError, ValueError):
-            pass
-    pages = np.frombuffer(mm, np.uint8, len(mm) - HEADER_BYTES, HEADER_BYTES)
-    pages[:: mmap.PAGESIZE] = 0  # (nothing is in the ring yet)
-    del pages
-
-
 def _close_at_exit(ref: "weakref.ReferenceType[AgentStream]") -> None:
     """Closes a stream still open at interpreter exit, without ending the trial."""
     stream = ref()
@@ -219,7 +192,6 @@ class AgentStream:
         fd = _sealed_memfd(size)
         try:
             self._mm = mmap.mmap(fd, size)
-            _populate(self._mm)
             security = _credentials.resolve()
             retry = math.inf if retry_timeout is None else float(retry_timeout)
             queue = max(1, max_queue_bytes - self._ring)
