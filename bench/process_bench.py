@@ -12,6 +12,9 @@ hook would (bench/mlp.py's MLP, one BLAS thread, pinned to CPU 0; the
 collector and tensorkeep-agent on CPU 1):
 
 * ``no hook``;
+* ``no hook pinned``: no hook, with glibc's heap thresholds set as the hook
+  sets them (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``): the
+  like-for-like baseline of the hook's own work;
 * ``agent``: the hook saving weights, biases, gradients and the loss every
   step, handing over to the agent (its flush every 25 steps untimed);
 * ``agent unpinned``: the same with ``TENSORKEEP_MALLOC_THRESHOLDS=0``,
@@ -37,9 +40,10 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agent_bench import json_key, start  # noqa: E402
 from quiet import settle  # noqa: E402
+from tensorkeep.pytorch import _malloc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ("no hook", "agent", "agent unpinned")
+CONFIGS = ("no hook", "no hook pinned", "agent", "agent unpinned")
 
 
 def child(config: str, address: str, steps: int, warmup: int) -> None:
@@ -132,6 +136,9 @@ def main() -> int:
             for c in order:
                 settle()
                 cenv = dict(env, TENSORKEEP_MALLOC_THRESHOLDS="0" if c == "agent unpinned" else "1")
+                if c == "no hook pinned":
+                    cenv.update(MALLOC_MMAP_THRESHOLD_=str(_malloc.MMAP_THRESHOLD),
+                                MALLOC_TRIM_THRESHOLD_=str(_malloc.TRIM_THRESHOLD))
                 cmd = (["taskset", "-c", "0"] if shutil.which("taskset") else []) + [
                     sys.executable, os.path.abspath(__file__), "--child", c, "--address", address,
                     "--steps", str(args.steps), "--warmup", str(args.warmup)]
@@ -166,6 +173,11 @@ def main() -> int:
         out[f"{k}_faults_max"] = max(f["faults"] for f in figures[c])
         print(f"{c:<16} {out[f'{k}_cpu_ms']:15.3f} {over:+13.3f} {out[f'{k}_faults']:12.1f}"
               f"  (max {out[f'{k}_faults_max']:.1f})")
+    pinned = [f["cpu_ms"] for f in figures["no hook pinned"]]
+    out["agent_cpu_over_no_hook_pinned_ms"] = statistics.median(
+        f["cpu_ms"] - b for f, b in zip(figures["agent"], pinned))
+    print(f"agent over no hook pinned (the hook's own work, like for like): "
+          f"{out['agent_cpu_over_no_hook_pinned_ms']:+.3f} ms a step")
     print(json.dumps(out))
     return 0
 

@@ -122,6 +122,7 @@ def test_process_bench_runs_each_configuration_in_its_own_process(tmp_path):
         assert figures[f"{key}_faults"] >= 0, c
         assert any(line.startswith(c + " ") for line in lines), f"{c} has no row:\n{out.stdout}"
     assert figures["no_hook_cpu_over_no_hook_ms"] == 0
+    assert math.isfinite(figures["agent_cpu_over_no_hook_pinned_ms"])
     # Each round ran each configuration once, in a process of its own.
     assert out.stderr.count(" agent unpinned: ") == 2 and out.stderr.count(" no hook: ") == 2
     assert [p.name for p in tmp_path.iterdir()] == []
