@@ -134,6 +134,17 @@ def start(args: List[str], cpu: str, env: Dict[str, str], log: str):
     return p, line.split()[2]
 
 
+def stop(procs: List[subprocess.Popen], work: str) -> None:
+    """Stops what ``start`` started (the last first), then removes the work directory."""
+    for p in reversed(procs):
+        p.terminate()
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
@@ -186,13 +197,7 @@ def main() -> int:
             in_process_writer(args, address)
         return rc
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(work, ignore_errors=True)
+        stop(procs, work)
 
 
 def in_process_writer(args, address: str) -> None:

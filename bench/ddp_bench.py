@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ import uuid
 from typing import Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_bench import start  # noqa: E402  (a server or agent, pinned to CPUs)
+from agent_bench import start, stop  # noqa: E402  (a server or agent, pinned to CPUs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALL_CPUS = f"0-{(os.cpu_count() or 1) - 1}"  # not pinned: the ranks share every core
@@ -147,13 +146,7 @@ def main() -> int:
                 raise SystemExit(f"world {world}: a rank failed: {err}")
             results[world] = json.loads(outs[0].strip().splitlines()[-1])
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(work, ignore_errors=True)
+        stop(procs, work)
 
     out: Dict[str, float] = {"steps": args.steps, "rounds": args.rounds}
     print(f"{args.rounds} rounds x {args.steps} steps a world; step time of rank 0 (median), ms")

@@ -38,7 +38,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_bench import json_key, start  # noqa: E402
+from agent_bench import json_key, start, stop  # noqa: E402
 from quiet import settle  # noqa: E402
 from tensorkeep.pytorch import _malloc  # noqa: E402
 
@@ -150,13 +150,7 @@ def main() -> int:
                 print(f"round {r + 1}/{args.rounds} {c}: {figures[c][-1]['cpu_ms']:.3f} ms CPU a step, "
                       f"{figures[c][-1]['faults']:.1f} page faults a step", file=sys.stderr, flush=True)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(work, ignore_errors=True)
+        stop(procs, work)
 
     out = {"rounds": args.rounds, "steps": args.steps}
     print(f"each configuration in its own training process on CPU 0, collector and agent on CPU 1; "
