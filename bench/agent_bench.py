@@ -134,6 +134,24 @@ def start(args: List[str], cpu: str, env: Dict[str, str], log: str):
     return p, line.split()[2]
 
 
+def start_services(bin_dir: str, work: str, cpu: str, env, procs: List[subprocess.Popen]) -> str:
+    """Starts a collector (its data in ``work``/data) and a tensorkeep-agent
+    (its socket in ``work``/agent, set as ``env``'s TENSORKEEP_AGENT_SOCKET
+    for the writers), pinned to ``cpu``; appends them to ``procs`` (for
+    ``stop``); returns the collector's address."""
+    data = os.path.join(work, "data")
+    os.mkdir(data)
+    server, address = start([os.path.join(bin_dir, "tensorkeep-server"), "--listen", "127.0.0.1:0",
+                             "--data-dir", data, "--log-level", "warn"], cpu, dict(env),
+                            os.path.join(work, "server.log"))
+    procs.append(server)
+    env["TENSORKEEP_AGENT_SOCKET"] = os.path.join(work, "agent", "agent.sock")
+    agent, _ = start([os.path.join(bin_dir, "tensorkeep-agent"), "--idle-exit-seconds", "0",
+                      "--log-level", "warn"], cpu, dict(env), os.path.join(work, "agent.log"))
+    procs.append(agent)
+    return address
+
+
 def stop(procs: List[subprocess.Popen], work: str) -> None:
     """Stops what ``start`` started (the last first), then removes the work directory."""
     for p in reversed(procs):
@@ -178,18 +196,9 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="tk-agent-bench-")
     os.chmod(work, 0o700)
     other_cpu = "1" if (os.cpu_count() or 1) > 1 else "0"
-    data = os.path.join(work, "data")
-    os.mkdir(data)
-    procs = []
+    procs: List[subprocess.Popen] = []
     try:
-        server, address = start([os.path.join(args.bin_dir, "tensorkeep-server"), "--listen", "127.0.0.1:0",
-                                 "--data-dir", data, "--log-level", "warn"], other_cpu, dict(os.environ),
-                                os.path.join(work, "server.log"))
-        procs.append(server)
-        os.environ["TENSORKEEP_AGENT_SOCKET"] = os.path.join(work, "agent", "agent.sock")
-        agent, _ = start([os.path.join(args.bin_dir, "tensorkeep-agent"), "--idle-exit-seconds", "0",
-                          "--log-level", "warn"], other_cpu, dict(os.environ), os.path.join(work, "agent.log"))
-        procs.append(agent)
+        address = start_services(args.bin_dir, work, other_cpu, os.environ, procs)
         threading_note = f"training on CPU 0, collector and agent on CPU {other_cpu}"
         os.sched_setaffinity(0, {0})
         rc = bench(args, address, work, threading_note)

@@ -34,7 +34,7 @@ import uuid
 from typing import Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_bench import start, stop  # noqa: E402  (a server or agent, pinned to CPUs)
+from agent_bench import start_services, stop  # noqa: E402  (the collector and agent, pinned to CPUs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALL_CPUS = f"0-{(os.cpu_count() or 1) - 1}"  # not pinned: the ranks share every core
@@ -116,22 +116,14 @@ def main() -> int:
 
     work = tempfile.mkdtemp(prefix="tk-ddp-bench-")
     os.chmod(work, 0o700)
-    os.mkdir(os.path.join(work, "data"))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    env["TENSORKEEP_AGENT_SOCKET"] = os.path.join(work, "agent", "agent.sock")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT"):
         env.pop(k, None)
     procs = []
     results: Dict[int, Dict[str, List[float]]] = {}
     try:
-        server, address = start([os.path.join(args.bin_dir, "tensorkeep-server"), "--listen", "127.0.0.1:0",
-                                 "--data-dir", os.path.join(work, "data"), "--log-level", "warn"], ALL_CPUS,
-                                env, os.path.join(work, "server.log"))
-        procs.append(server)
-        agent, _ = start([os.path.join(args.bin_dir, "tensorkeep-agent"), "--idle-exit-seconds", "0",
-                          "--log-level", "warn"], ALL_CPUS, env, os.path.join(work, "agent.log"))
-        procs.append(agent)
+        address = start_services(args.bin_dir, work, ALL_CPUS, env, procs)
         for world in [int(w) for w in args.worlds.split(",")]:
             url = f"tensorkeep://{address}/ddp-bench-w{world}-{uuid.uuid4().hex[:6]}"
             port = free_port()

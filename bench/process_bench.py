@@ -38,7 +38,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_bench import json_key, start, stop  # noqa: E402
+from agent_bench import json_key, start_services, stop  # noqa: E402
 from quiet import settle  # noqa: E402
 from tensorkeep.pytorch import _malloc  # noqa: E402
 
@@ -114,19 +114,10 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="tk-process-bench-")
     os.chmod(work, 0o700)
     other_cpu = "1" if (os.cpu_count() or 1) > 1 else "0"
-    data = os.path.join(work, "data")
-    os.mkdir(data)
-    procs = []
+    procs: list = []
     try:
         env = dict(os.environ)
-        server, address = start([os.path.join(args.bin_dir, "tensorkeep-server"), "--listen", "127.0.0.1:0",
-                                 "--data-dir", data, "--log-level", "warn"], other_cpu, env,
-                                os.path.join(work, "server.log"))
-        procs.append(server)
-        env["TENSORKEEP_AGENT_SOCKET"] = os.path.join(work, "agent", "agent.sock")
-        agent, _ = start([os.path.join(args.bin_dir, "tensorkeep-agent"), "--idle-exit-seconds", "0",
-                          "--log-level", "warn"], other_cpu, env, os.path.join(work, "agent.log"))
-        procs.append(agent)
+        address = start_services(args.bin_dir, work, other_cpu, env, procs)
         # The children's settings are the user's: nothing of this shell's allocator tuning.
         for k in [k for k in env if k.startswith("MALLOC_") or k in ("GLIBC_TUNABLES", "TENSORKEEP_MALLOC_THRESHOLDS")]:
             del env[k]
