@@ -9,12 +9,13 @@ and its product, 784 KiB each) freed at the top of the heap then cross that
 line in some steps and not in others, depending on which other small blocks
 sit above them: the step after a trim takes the same 1.5 MiB back, page by
 page (384 page faults, ~5-10 us each on a VM). The hook's own allocations
-shift that balance: the MLP with no hook paid 2.5-53 faults a step, with the
-hook's dry run 23, handing over to the agent 76-85, ~0.4-0.8 ms a step.
+shift that balance: the MLP with no hook paid 2.5-121 faults a step from run
+to run, with the hook's dry run 23-117, handing over to the agent 51-85
+(~0.4-1.1 ms a step).
 
 ``pin()`` sets the two thresholds to where glibc's heuristic ends for a
 process that has freed a 32 MiB block (mmap 32 MiB, trim 64 MiB), once per
-process: then no step pays faults for the heap's top (0-0.1 a step in the
+process: then no step pays faults for the heap's top (0-0.2 a step in the
 same loops). The cost: up to 64 MiB of freed heap stays with the process.
 Nothing is changed when the process chose its allocator's settings itself
 (``MALLOC_*_`` variables, ``GLIBC_TUNABLES`` with ``glibc.malloc.``, an
