@@ -18,7 +18,7 @@ collector and tensorkeep-agent on CPU 1):
 * ``agent``: the hook saving weights, biases, gradients and the loss every
   step, handing over to the agent (its flush every 25 steps untimed);
 * ``agent unpinned``: the same with ``TENSORKEEP_MALLOC_THRESHOLDS=0``,
-  glibc's dynamic heap thresholds (tensorkeep/pytorch/_malloc.py).
+  glibc's dynamic heap thresholds (tensorkeep/_malloc.py).
 
 The configurations run one after the other in each round, the order reversed
 every other round. Per process: its CPU a step (``time.process_time``, all
@@ -40,7 +40,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from agent_bench import json_key, start_services, stop  # noqa: E402
 from quiet import settle  # noqa: E402
-from tensorkeep.pytorch import _malloc  # noqa: E402
+from tensorkeep import _malloc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ("no hook", "no hook pinned", "agent", "agent unpinned")

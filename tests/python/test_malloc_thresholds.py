@@ -1,10 +1,10 @@
-"""The hook pins glibc's heap thresholds (tensorkeep/pytorch/_malloc.py):
-a step's temporaries freed at the top of the heap are no longer handed back
-to the kernel and faulted in again page by page, unless the process chose
-its allocator's settings itself.
+"""The hook and a Trial pin glibc's heap thresholds (tensorkeep/_malloc.py):
+a step's temporaries, or the messages of a values() stream, freed at the
+top of the heap are no longer handed back to the kernel and faulted in again
+page by page, unless the process chose its allocator's settings itself.
 
 Each case runs in a fresh interpreter (the thresholds are the process's):
-it creates a dry-run Hook, then allocates, touches and frees two 784 KiB
+it creates a dry-run Hook or a Trial (MAKE), then allocates, touches and frees two 784 KiB
 blocks 50 times -- the MLP's gradient-sized temporaries -- and counts the
 page faults (getrusage), which glibc's own heuristic makes ~360 a cycle."""
 
@@ -16,15 +16,20 @@ import textwrap
 
 import pytest
 
-pytest.importorskip("torch")
 
 PROBE = textwrap.dedent(
     """
-    import ctypes, resource
-    import tensorkeep.pytorch as tkp
-    from tensorkeep.pytorch import _malloc
+    import ctypes, resource, sys
+    from tensorkeep import _malloc
 
-    tkp.Hook(dry_run=True)
+    if sys.argv[1] == "hook":
+        import tensorkeep.pytorch as tkp
+
+        tkp.Hook(dry_run=True)
+    else:  # a Trial connects on its first query: none is made here
+        from tensorkeep.trials import create_trial
+
+        create_trial("tensorkeep://127.0.0.1:1/t")
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
@@ -51,11 +56,11 @@ CYCLES = 50
 PAGES = 2 * (784 << 10) // 4096  # re-faulted by a cycle that trims
 
 
-def _probe(**env):
+def _probe(make="hook", **env):
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "LD_PRELOAD")}
     clean.update(env)
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, env=clean)
+    out = subprocess.run([sys.executable, "-c", PROBE, make], capture_output=True, text=True, timeout=120, env=clean)
     assert out.returncode == 0, out.stderr[-2000:]
     faults, said = out.stdout.strip().splitlines()[-2:]
     return int(faults), said
@@ -66,7 +71,7 @@ def heuristic_faults():
     """The faults with glibc's own heuristic (the hook told to leave it)."""
     if platform.libc_ver()[0] != "glibc":
         pytest.skip(f"not glibc ({platform.libc_ver()}): the hook leaves the allocator alone")
-    faults, said = _probe(TENSORKEEP_MALLOC_THRESHOLDS="0")
+    faults, said = _probe("trial", TENSORKEEP_MALLOC_THRESHOLDS="0")
     assert said == "left to glibc's heuristic (TENSORKEEP_MALLOC_THRESHOLDS=0)"
     if faults < CYCLES * PAGES // 2:
         pytest.skip(f"this glibc did not trim the heap's top here ({faults} faults in {CYCLES} cycles): "
@@ -74,8 +79,15 @@ def heuristic_faults():
     return faults
 
 
-def test_pinned_thresholds_keep_the_heap_top(heuristic_faults):
-    faults, said = _probe()
+@pytest.fixture(params=["hook", "trial"])
+def make(request):
+    if request.param == "hook":
+        pytest.importorskip("torch")
+    return request.param
+
+
+def test_pinned_thresholds_keep_the_heap_top(heuristic_faults, make):
+    faults, said = _probe(make)
     assert said == "pinned (mmap 32 MiB, trim 64 MiB)"
     # ~0 against ~360 a cycle: the freed top stays with the process.
     assert faults < CYCLES * 4, (faults, heuristic_faults)
@@ -85,9 +97,9 @@ def test_pinned_thresholds_keep_the_heap_top(heuristic_faults):
     {"MALLOC_TOP_PAD_": "131072"},
     {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"},
 ])
-def test_a_process_that_chose_its_allocator_settings_is_left_alone(heuristic_faults, env):
+def test_a_process_that_chose_its_allocator_settings_is_left_alone(heuristic_faults, make, env):
     """Its own settings rule: glibc's trim every cycle, as they make it."""
-    faults, said = _probe(**env)
+    faults, said = _probe(make, **env)
     name = next(iter(env))
     assert said == f"left alone: the process set {name}"
     assert faults >= CYCLES * PAGES // 2, faults

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import grpc
 
-from . import _channel, _collection_wire, _errors, _names
+from . import _channel, _collection_wire, _errors, _malloc, _names
 from ._address import Address
 from ._channel import pb
 from .core.collection import Collection, CollectionKeys
@@ -105,6 +105,9 @@ class Trial:
         begin, end = self.range_steps or (None, None)
         self._range_begin = begin or 0
         self._range_end = end or 0
+        # So that reading values (a fresh block of up to ~1 MB a message) does
+        # not fault every page in again (see _malloc).
+        _malloc.pin()
         self._channel = _channel.open_channel(address.target)
         self._stub = _channel.pb_grpc.TensorKeepStub(self._channel)
         self._bulk_channel: Optional[grpc.Channel] = None  # for values; made on first use

@@ -66,9 +66,10 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Seq
 import numpy as np
 import torch
 
+from tensorkeep import _malloc
 from tensorkeep._dtypes import NATIVE_CODES as _NATIVE_DTYPES
 
-from . import _malloc, _process_exit
+from . import _process_exit
 from ._ranks import dist_group_for_stop as _dist_group_for_stop
 from ._ranks import dist_rank_and_size as _dist_rank_and_size
 from ._ranks import env_rank_and_size as _env_rank_and_size

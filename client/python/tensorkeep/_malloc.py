@@ -1,25 +1,34 @@
 """glibc's heap thresholds, pinned where its own heuristic ends (issue 16).
 
-PyTorch's CPU tensors come from ``malloc``. glibc serves a block from the
-heap once its dynamic mmap threshold has risen past the block's size (the
-first free of a larger mmapped block raises it, up to 32 MiB), and gives the
-heap's top back to the kernel whenever a free leaves more than twice that
-threshold unused there. A training step's temporaries (the MLP's gradient
-and its product, 784 KiB each) freed at the top of the heap then cross that
-line in some steps and not in others, depending on which other small blocks
-sit above them: the step after a trim takes the same 1.5 MiB back, page by
-page (384 page faults, ~5-10 us each on a VM). The hook's own allocations
-shift that balance: the MLP with no hook paid 2.5-121 faults a step from run
-to run, with the hook's dry run 23-117, handing over to the agent 51-85
-(~0.4-1.1 ms a step).
+Both ends of the client allocate and free blocks large enough for glibc's
+dynamic thresholds to hand memory back to the kernel and fault it in again,
+page by page (~5-10 us a fault on a VM):
+
+* the PyTorch hook's training process: PyTorch's CPU tensors come from
+  ``malloc``. glibc serves a block from the heap once its dynamic mmap
+  threshold has risen past the block's size (the first free of a larger
+  mmapped block raises it, up to 32 MiB), and gives the heap's top back to
+  the kernel whenever a free leaves more than twice that threshold unused
+  there. A training step's temporaries (the MLP's gradient and its product,
+  784 KiB each) freed at the top of the heap then cross that line in some
+  steps and not in others, depending on which other small blocks sit above
+  them: the step after a trim takes the same 1.5 MiB back (384 page faults).
+  The hook's own allocations shift that balance: the MLP with no hook paid
+  2.5-121 faults a step from run to run, with the hook's dry run 23-117,
+  handing over to the agent 51-85 (~0.4-1.1 ms a step);
+* a Trial reading values: each message of a ``values()`` stream (up to ~1 MB
+  of packed values) is a fresh block, and reading 40 MB faulted in
+  8,700-15,000 pages (about one a page read), 0.26-0.41 s against
+  0.15-0.19 s pinned (bench/python_bench.py's read, 2026-11-29).
 
 ``pin()`` sets the two thresholds to where glibc's heuristic ends for a
 process that has freed a 32 MiB block (mmap 32 MiB, trim 64 MiB), once per
-process: then no step pays faults for the heap's top (0-0.2 a step in the
-same loops). The cost: up to 64 MiB of freed heap stays with the process.
-Nothing is changed when the process chose its allocator's settings itself
-(``MALLOC_*_`` variables, ``GLIBC_TUNABLES`` with ``glibc.malloc.``, an
-allocator in ``LD_PRELOAD``), off glibc, or with
+process, when the first Hook or Trial is made: then no step pays faults for
+the heap's top (0-0.2 a step in the same loops), and reading 40 MB faults
+250-2,000 pages. The cost: up to 64 MiB of freed heap stays with the
+process. Nothing is changed when the process chose its allocator's settings
+itself (``MALLOC_*_`` variables, ``GLIBC_TUNABLES`` with ``glibc.malloc.``,
+an allocator in ``LD_PRELOAD``), off glibc, or with
 ``TENSORKEEP_MALLOC_THRESHOLDS=0``.
 """
 
@@ -29,7 +38,7 @@ import os
 import platform
 import threading
 
-logger = logging.getLogger("tensorkeep.pytorch")
+logger = logging.getLogger("tensorkeep")
 
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
