@@ -574,3 +574,47 @@ def test_save_steps_changed_after_the_hook_was_made_are_honoured(trial_url):
         net(torch.ones(1, 3))
     hook.close()
     assert create_trial(trial_url).steps() == [0, 2, 4]  # interval 100: 0; appended: 2; replaced: 4
+
+
+def test_changes_within_a_stretch_of_unsaved_steps_are_honoured(trial_url):
+    """The hook leaves a step at once while nothing can save before the next
+    saving step it computed (issue 16); every change made in the stretch must
+    still be seen at the next step: the save config's attributes, its
+    save_steps changed in place, a collection's new save config, and a
+    scalar saved between two steps. The steps are checked against
+    should_save_step asked at every step with the changes applied."""
+    torch = pytest.importorskip("torch", reason="the hook needs python3-torch")
+    import tensorkeep.pytorch as smd
+
+    save_config = smd.SaveConfig(save_interval=100)
+    hook = smd.Hook(out_dir=trial_url, save_config=save_config, include_collections=["weights"])
+    net = torch.nn.Linear(3, 2)
+    hook.register_module(net)
+    hook.set_mode(smd.modes.TRAIN)
+    scm = save_config.get_save_config(smd.modes.TRAIN)
+    weights = hook.get_collection("weights")
+    changes = {
+        5: lambda: scm.save_steps.append(7),  # in place
+        10: lambda: setattr(scm, "save_interval", 6),  # 12, 18, 24, ...
+        20: lambda: setattr(scm, "end_step", 20),  # the interval's steps end
+        25: lambda: scm.save_steps.__setitem__(0, 27),  # 7 -> 27, in place
+        32: lambda: setattr(weights, "save_config", smd.SaveConfig(save_steps=[35])),
+    }
+    expected = []
+    for step in range(40):
+        if step in changes:
+            changes[step]()
+        if step == 37:
+            hook.save_scalar("between", 1.5)  # after step 36's forward: saved at step 36
+        net(torch.ones(1, 3))
+        wscm = weights.save_config.get_save_config(smd.modes.TRAIN)
+        if wscm.should_save_step(step):
+            expected.append(step)
+    hook.flush()  # the scalar was written when step 36 ended, not kept until close()
+    assert "scalar/between" in create_trial(trial_url).tensor_names()
+    hook.close()
+    assert expected == [0, 7, 12, 18, 27, 35]
+    trial = create_trial(trial_url)
+    assert trial.tensor("Linear_weight").steps() == expected
+    assert trial.tensor("scalar/between").steps() == [36]
+    np.testing.assert_array_equal(trial.tensor("scalar/between").value(36), [1.5])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, Optional, Pattern, Set, Tuple, Union
 
+from . import config_changes
 from .reduction_config import ReductionConfig
 from .save_config import SaveConfig, SaveConfigMode
 
@@ -112,6 +113,10 @@ class Collection:
         # module -> (include_inputs, include_outputs); names resolved when the hook prepares.
         self._modules: Dict[Any, Tuple[bool, bool]] = {}
 
+    def _changed(self) -> None:
+        self._version = getattr(self, "_version", 0) + 1
+        config_changes.bump()
+
     # -- membership ---------------------------------------------------------
     def include(self, t: Union[str, List[str]]) -> None:
         """Adds one regex or a list of regexes."""
@@ -121,19 +126,19 @@ class Collection:
         elif isinstance(t, str):
             self._compiled.append(re.compile(t))
             self.include_regex.append(t)
-            self._version += 1
+            self._changed()
         else:
             raise TypeError("Can only include str or list")
 
     def add_tensor_name(self, tname: str) -> None:
         if tname not in self.tensor_names:
             self.tensor_names.add(tname)
-            self._version += 1
+            self._changed()
 
     def remove_tensor_name(self, tname: str) -> None:
         if tname in self.tensor_names:
             self.tensor_names.discard(tname)
-            self._version += 1
+            self._changed()
 
     def has_tensor_name(self, tname: str) -> bool:
         return tname in self.tensor_names
@@ -145,7 +150,7 @@ class Collection:
     def add_module_tensors(self, module: Any, inputs: bool = False, outputs: bool = True) -> None:
         """Includes the inputs and/or outputs of ``module`` (a registered submodule)."""
         self._modules[module] = (bool(inputs), bool(outputs))
-        self._version += 1
+        self._changed()
 
     @property
     def modules(self) -> Dict[Any, Tuple[bool, bool]]:
@@ -177,7 +182,7 @@ class Collection:
             raise TypeError(
                 f"save_config={value!r} must be a SaveConfig or a dict {{mode: SaveConfigMode}}"
             )
-        self._version = getattr(self, "_version", 0) + 1
+        self._changed()
 
     @property
     def reduction_config(self) -> Optional[ReductionConfig]:
@@ -188,7 +193,7 @@ class Collection:
         if value is not None and not isinstance(value, ReductionConfig):
             raise TypeError(f"reduction_config={value!r} must be a ReductionConfig")
         self._reduction_config = value
-        self._version = getattr(self, "_version", 0) + 1
+        self._changed()
 
     def to_json_dict(self) -> Dict[str, Any]:
         return {
@@ -245,6 +250,7 @@ class CollectionManager:
     def create_collection(self, name: str) -> Collection:
         if name not in self.collections:
             self.collections[name] = Collection(name)
+            config_changes.bump()
         return self.collections[name]
 
     def get(self, name: str, create: bool = True) -> Collection:
@@ -260,6 +266,7 @@ class CollectionManager:
                 f"collection must be a tensorkeep.pytorch.Collection, not {type(collection)}"
             )
         self.collections[collection.name] = collection
+        config_changes.bump()
 
     def get_collections(self) -> Dict[str, Collection]:
         return self.collections

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Union
 
+from . import config_changes
 from ._modes import ALL_MODES, mode_name, mode_value
 
 DEFAULT_SAVE_CONFIG_INTERVAL = 500
@@ -37,6 +38,30 @@ def _int_arg(name: str, value: Any) -> int:
         raise TypeError(f"{name}={value!r} must be an int") from None
 
 
+class _SaveSteps(list):
+    """``SaveConfigMode.save_steps``: a list that counts its changes in
+    place (``scm.save_steps.append(7)``, as smdebug scripts do) in
+    config_changes, so that the hook sees them."""
+
+    __slots__ = ()
+
+
+def _counted(name: str) -> Any:
+    method = getattr(list, name)
+
+    def changed(self: _SaveSteps, *args: Any) -> Any:
+        config_changes.bump()
+        return method(self, *args)
+
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(_SaveSteps, _name, _counted(_name))
+
+
 class SaveConfigMode:
     """The save configuration of one mode.
 
@@ -48,6 +73,14 @@ class SaveConfigMode:
     """
 
     __slots__ = ("save_interval", "save_steps", "start_step", "end_step")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Counted (config_changes), so that the hook sees a change made after
+        # it was made; a list given as save_steps counts its own changes.
+        if name == "save_steps" and isinstance(value, list) and not isinstance(value, _SaveSteps):
+            value = _SaveSteps(value)
+        object.__setattr__(self, name, value)
+        config_changes.bump()
 
     def __init__(
         self,
@@ -90,6 +123,16 @@ class SaveConfigMode:
         if self.end_step is not None and step_num >= self.end_step:
             return False
         return step_num % self.save_interval == 0
+
+    def next_save_step(self, step_num: int) -> Optional[int]:
+        """The first step at or after ``step_num`` that ``should_save_step``
+        saves, as the attributes are now; None if there is none."""
+        found = [s for s in self.save_steps if s >= step_num]
+        first = max(step_num, self.start_step)
+        first += -first % self.save_interval
+        if self.end_step is None or first < self.end_step:
+            found.append(first)
+        return min(found) if found else None
 
     def to_json_dict(self) -> Dict[str, Any]:
         return {

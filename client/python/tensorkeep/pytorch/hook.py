@@ -68,6 +68,7 @@ import torch
 
 from tensorkeep import _malloc
 from tensorkeep._dtypes import NATIVE_CODES as _NATIVE_DTYPES
+from tensorkeep.core import config_changes
 
 from . import _process_exit
 from ._ranks import dist_group_for_stop as _dist_group_for_stop
@@ -106,6 +107,7 @@ _PROBED_IO = 100
 # Sets of saved collections (with a mode) whose plans and callbacks are kept
 # (see _compute_step_collections).
 _PLAN_SETS = 64
+_NEVER = float("inf")  # _quiet_until when no collection of the mode saves again
 
 _hook_lock = threading.Lock()
 _current_hook: Optional["Hook"] = None
@@ -342,6 +344,12 @@ class Hook:
         self._plans_by_colls: Dict[Tuple[int, FrozenSet[Collection]], Dict[str, Any]] = {}
         self._plans_mode = -1  # the mode of _plans
         self._saving = False  # this step saves something: the hot-path flag
+        # The quiet stretch: steps of mode _quiet_mode numbered below
+        # _quiet_until save nothing while config_changes.count is _quiet_count
+        # (see forward_pre_hook).
+        self._quiet_mode = -1
+        self._quiet_until = -1
+        self._quiet_count = -1
         self._io_counts: Dict[str, int] = {}
         self._grads_done: set = set()
         self._wrote_step = False
@@ -608,9 +616,11 @@ class Hook:
         ms = self._mode_steps[mode]
         train_only_skip = mode == EVAL or mode == PREDICT
         sel = []
-        for c, scm in self._by_mode[mode]:
-            if train_only_skip and c.name in TRAIN_ONLY_COLLECTIONS:
-                continue
+        mode_colls = [
+            (c, scm) for c, scm in self._by_mode[mode]
+            if not (train_only_skip and c.name in TRAIN_ONLY_COLLECTIONS)
+        ]
+        for c, scm in mode_colls:
             if ms >= 0 and scm.should_save_step(ms):
                 sel.append(c)
         fs = frozenset(sel)
@@ -626,6 +636,13 @@ class Hook:
             self._plans = plans
         self._saving = bool(fs) and not self._disabled and (self._writer is not None or self.dry_run)
         self._sync_step_hooks()
+        self._quiet_mode = mode
+        self._quiet_count = config_changes.count
+        if fs or ms < 0:
+            self._quiet_until = -1
+        else:
+            nexts = [n for n in (scm.next_save_step(ms + 1) for _, scm in mode_colls) if n is not None]
+            self._quiet_until = min(nexts) if nexts else _NEVER
 
     def _sync_step_hooks(self) -> None:
         """Attaches the per-step callbacks while steps save, only those that
@@ -924,6 +941,24 @@ class Hook:
     # ------------------------------------------------------------------------------------
     def forward_pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
         if self._closed:
+            return
+        mode = self._mode
+        ms = self._mode_steps[mode] + 1
+        if (
+            ms < self._quiet_until
+            and mode == self._quiet_mode
+            and config_changes.count == self._quiet_count
+            and not (self._wrote_step or self._scalar_cache or self._pending or self._reduced)
+        ):
+            # A step in the quiet stretch _compute_step_collections found (no
+            # collection saves before _quiet_until, nothing changed since,
+            # nothing to finish): counted, and nothing else (~1 us instead of
+            # ~8 asking every collection's save config, at save_interval=100
+            # ~1 % of the issue's 0.8 ms step).
+            self.step += 1
+            self._mode_steps[mode] = ms
+            if mode != GLOBAL:
+                self._mode_steps[GLOBAL] = self.step
             return
         self._start_step()
         if self._saving:
