@@ -176,6 +176,7 @@ class AgentStream:
         # position when last read, plus the ring): the header is read only
         # when a value reaches past it.
         self._room = 0
+        self._touched = 0  # ring offsets below this have been written (their pages are in)
         self._last_send = 0.0  # monotonic time of the last message sent
         # One request waits for its reply at a time. Lock order: _lock, then
         # _reply_lock (never the reverse); _lock is not held while waiting
@@ -306,6 +307,17 @@ class AgentStream:
             if off + n > ring:  # values never wrap: start the next lap
                 pos += ring - off
                 off = 0
+            elif off + n > self._touched and off and _Q.unpack_from(self._mm, _CONSUMED)[0] == pos:
+                # Pages never written ahead, and the agent took everything:
+                # the next lap starts at once, in pages written before. The
+                # first write to a page of the ring costs ~5 us on a VM (a
+                # 1.6 MB step 2-5 ms against 0.07 ms): a hook saving one step
+                # in 100 paid it at every saving step of its first 2,000, as
+                # the ring's 32 MiB filled. Now the ring grows only as far as
+                # the agent falls behind.
+                pos += ring - off
+                off = 0
+                self._room = pos + ring  # everything before pos is consumed or was skipped
             if pos + n > self._room:
                 # Past the room known free: the ring's bytes at [pos, pos + n)
                 # last held positions [pos + n - ring, ...), which must have
@@ -328,6 +340,8 @@ class AgentStream:
                 else:
                     self._mm[start : start + n] = data
             self._head = pos + n
+            if off + n > self._touched:
+                self._touched = off + n
             # After a quiet spell a Write goes at once (an isolated tensor is not held back).
             quiet = not self._batch_count and time.monotonic() - self._last_send > _BATCH_IDLE_S
             size = _WRITE_HEAD.size + len(head) + len(steps) + len(tail)
