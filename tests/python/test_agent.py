@@ -290,8 +290,9 @@ def test_values_larger_than_the_ring_and_many_threads(server, trial_url, agent):
 def test_a_ring_refilled_lap_after_lap_never_overwrites_what_the_agent_did_not_take(server, trial_url, agent, monkeypatch):
     """The writer only reads the agent's consumed position when a value reaches
     past the room it last saw free: values of odd sizes, many laps of a 256 KiB
-    ring that fills (the writer has to wait for the agent), every one read back
-    equal to what was written."""
+    ring that fills (the writer has to wait for the agent: for room in the
+    ring, read from the agent's consumed position, or, after 50 ms, with a
+    Sync), every one read back equal to what was written."""
     syncs = []
     request = _handover.AgentStream._request
 
@@ -311,10 +312,12 @@ def test_a_ring_refilled_lap_after_lap_never_overwrites_what_the_agent_did_not_t
             written[(f"t{i}", step)] = value
             w.write_tensor(f"t{i}", value, step=step)
         w.end_step(step)
+    waits = w._stream.room_waits
     w.close()
     total = sum(v.nbytes for v in written.values())
     assert total > 20 * (256 << 10)  # many laps of the ring
-    assert syncs, "the ring never filled: the test did not exercise waiting for the agent"
+    assert waits, "the ring never filled: the test did not exercise waiting for the agent"
+    print(f"{waits} waits for room, {len(syncs)} of them ended by a Sync")
     trial = create_trial(trial_url)
     for i in range(len(sizes)):
         values = trial.tensor(f"t{i}").values()
@@ -369,3 +372,43 @@ def test_a_ring_the_agent_keeps_up_with_stays_in_the_pages_written_first(server,
         assert sorted(values) == list(range(steps))
         for step, got in values.items():
             assert np.array_equal(got, written[(i, step)]), (i, step)
+
+
+def test_a_writer_waiting_for_room_outlasts_a_paused_agent(server, trial_url, agent, monkeypatch):
+    """A value that finds the ring full first watches the agent's consumed
+    position for 50 ms, then asks with a Sync, which the agent answers once
+    it took everything: an agent paused (SIGSTOP) for 0.5 s with the ring
+    full makes the step wait, without error, and every value arrives."""
+    syncs = []
+    request = _handover.AgentStream._request
+
+    def counting(self, kind, *args):
+        if kind == _handover._SYNC:
+            syncs.append(time.monotonic())
+        return request(self, kind, *args)
+
+    monkeypatch.setattr(_handover.AgentStream, "_request", counting)
+    w = Writer(trial_url, max_queue_bytes=512 << 10)  # a 256 KiB ring
+    values = [np.full(16 << 10, s, np.float32) for s in range(12)]  # 64 KiB each: 3 laps
+    w.write_tensor("x", values[0], step=0)
+    w.flush()
+    agent.proc.send_signal(signal.SIGSTOP)
+    resumed = threading.Timer(0.5, agent.proc.send_signal, (signal.SIGCONT,))
+    resumed.start()
+    try:
+        t0 = time.monotonic()
+        for s in range(1, 12):
+            w.write_tensor("x", values[s], step=s)
+            w.end_step(s)
+        waited = time.monotonic() - t0
+    finally:
+        resumed.join()
+        agent.proc.send_signal(signal.SIGCONT)
+    w.close()
+    assert w._stream.room_waits >= 1
+    assert syncs and syncs[0] - t0 >= 0.04, "no Sync after watching the consumed position"
+    assert waited >= 0.4, waited  # the step waited for the paused agent
+    got = create_trial(trial_url).tensor("x").values()
+    assert sorted(got) == list(range(12))
+    for s, v in got.items():
+        assert np.array_equal(v, values[s]), s
