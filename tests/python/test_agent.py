@@ -412,3 +412,30 @@ def test_a_writer_waiting_for_room_outlasts_a_paused_agent(server, trial_url, ag
     assert sorted(got) == list(range(12))
     for s, v in got.items():
         assert np.array_equal(v, values[s]), s
+
+
+def test_a_value_starting_a_new_lap_waits_only_for_what_was_sent(server, trial_url, agent, monkeypatch):
+    """A value that does not fit before the ring's end starts the next lap; the
+    room it needs then ends at the head (what was sent), never past it: the
+    agent's consumed position cannot pass the head, and a wait for more would
+    always run its 50 ms and end in a Sync."""
+    targets = []
+    wait = _handover.AgentStream._wait_for_room
+
+    def recording(self, consumed_at_least):
+        targets.append((consumed_at_least, self._head))
+        return wait(self, consumed_at_least)
+
+    monkeypatch.setattr(_handover.AgentStream, "_wait_for_room", recording)
+    w = Writer(trial_url, max_queue_bytes=512 << 10)  # a 256 KiB ring
+    a, b, c = np.ones(1, np.float32), np.full(25 << 10, 2, np.float32), np.full(50 << 10, 3, np.float32)
+    w.write_tensor("a", a, step=0)  # sent at once (the first write after a quiet spell)
+    w.write_tensor("b", b, step=0)  # 100 KiB, waiting in the batch
+    w.write_tensor("c", c, step=0)  # 200 KiB: past the ring's end, the next lap
+    w.close()
+    assert targets, "the value did not wait for room: the test did not exercise a new lap"
+    for target, head in targets:
+        assert target <= head, (target, head)
+    trial = create_trial(trial_url)
+    for name, value in (("a", a), ("b", b), ("c", c)):
+        assert np.array_equal(trial.tensor(name).value(0), value), name

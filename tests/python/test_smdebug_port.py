@@ -618,3 +618,93 @@ def test_changes_within_a_stretch_of_unsaved_steps_are_honoured(trial_url):
     assert trial.tensor("Linear_weight").steps() == expected
     assert trial.tensor("scalar/between").steps() == [36]
     np.testing.assert_array_equal(trial.tensor("scalar/between").value(36), [1.5])
+
+
+@pytest.mark.parametrize("case", ["assigned list", "sorted in reverse", "subclass", "prepare again",
+                                  "not a number", "a step between the change and its count"])
+def test_changes_the_hook_saw_before_its_quiet_stretches_it_still_sees(trial_url, case):
+    """What the hook saw at every step before it left unsaved steps at once
+    (issue 16), it still sees: a list assigned to save_steps and changed in
+    place later (kept as the script's own object), a sort(reverse=True), a
+    SaveConfigMode subclass with its own should_save_step, include_collections
+    changed with prepared_collections = False (smdebug's way to prepare again),
+    a step that is not a number (never saved, no error), and a step that runs
+    between a change of save_steps and its count (another thread)."""
+    torch = pytest.importorskip("torch", reason="the hook needs python3-torch")
+    import tensorkeep.pytorch as smd
+    from tensorkeep.core import config_changes
+
+    class Every3(smd.SaveConfigMode):
+        __slots__ = ()
+
+        def should_save_step(self, step_num):
+            return step_num % 3 == 0 or super().should_save_step(step_num)
+
+    if case == "subclass":
+        save_config = smd.SaveConfig(mode_save_configs={m: Every3(save_interval=100) for m in (smd.modes.TRAIN, smd.modes.EVAL, smd.modes.PREDICT, smd.modes.GLOBAL)})
+    else:
+        save_config = smd.SaveConfig(save_interval=100)
+    hook = smd.Hook(out_dir=trial_url, save_config=save_config, include_collections=["weights"])
+    net = torch.nn.Linear(3, 2)
+    hook.register_module(net)
+    hook.set_mode(smd.modes.TRAIN)
+    scm = save_config.get_save_config(smd.modes.TRAIN)
+    x = torch.ones(1, 3)
+    mine = []
+    if case == "assigned list":
+        scm.save_steps = mine
+        assert scm.save_steps is mine
+    if case == "prepare again":
+        hook.get_collection("biases").save_config = smd.SaveConfig(save_interval=5)
+    for step in range(20):
+        if step == 5:
+            if case == "assigned list":
+                mine.append(7)
+            elif case == "sorted in reverse":
+                scm.save_steps.extend([9, 7])
+                scm.save_steps.sort(reverse=True)
+                assert scm.save_steps == [9, 7]
+            elif case == "prepare again":
+                hook.include_collections.append("biases")
+                hook.prepared_collections = False
+            elif case == "not a number":
+                scm.save_steps.append("7")
+            elif case == "a step between the change and its count":
+                count = config_changes.bump
+                config_changes.bump = lambda: (count(), net(x))  # step 5 runs in between
+                try:
+                    scm.save_steps.append(7)
+                finally:
+                    config_changes.bump = count
+                continue  # step 5 ran
+        net(x)
+    hook.close()
+    trial = create_trial(trial_url)
+    expected = {
+        "assigned list": [0, 7],
+        "sorted in reverse": [0, 7, 9],
+        "subclass": list(range(0, 20, 3)),
+        "prepare again": [0],
+        "not a number": [0],
+        "a step between the change and its count": [0, 7],
+    }[case]
+    assert trial.tensor("Linear_weight").steps() == expected
+    if case == "prepare again":
+        assert trial.tensor("Linear_bias").steps() == [5, 10, 15]
+
+
+def test_a_save_config_mode_pickles_as_the_public_class_and_still_counts_its_changes():
+    import copy
+    import pickle
+
+    from tensorkeep.core import config_changes
+
+    scm = SaveConfigMode(save_interval=7, start_step=2, end_step=50, save_steps=[3, 1])
+    data = pickle.dumps(scm)
+    assert b"_SaveSteps" not in data
+    for back in (pickle.loads(data), copy.deepcopy(scm)):
+        assert back == scm and back.save_steps == [1, 3]
+        before = config_changes.count
+        back.save_steps.append(9)
+        assert config_changes.count > before
+        assert back.next_save_step(4) == 7 and back.next_save_step(8) == 9

@@ -333,7 +333,9 @@ class AgentStream:
                 self._room = consumed + ring
                 if consumed < self._head and pos + n > self._room:
                     self._send_batch()
-                    self._wait_for_room(pos + n - ring)
+                    # Past the head when the value starts a new lap: the
+                    # agent never consumes further than what was sent.
+                    self._wait_for_room(min(pos + n - ring, self._head))
             start = HEADER_BYTES + off
             if n:
                 if is_array:

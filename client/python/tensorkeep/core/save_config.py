@@ -39,9 +39,9 @@ def _int_arg(name: str, value: Any) -> int:
 
 
 class _SaveSteps(list):
-    """``SaveConfigMode.save_steps``: a list that counts its changes in
-    place (``scm.save_steps.append(7)``, as smdebug scripts do) in
-    config_changes, so that the hook sees them."""
+    """``SaveConfigMode.save_steps`` as the constructor makes it: a list that
+    counts its changes in place (``scm.save_steps.append(7)``, as smdebug
+    scripts do) in config_changes, so that the hook sees them."""
 
     __slots__ = ()
 
@@ -49,9 +49,11 @@ class _SaveSteps(list):
 def _counted(name: str) -> Any:
     method = getattr(list, name)
 
-    def changed(self: _SaveSteps, *args: Any) -> Any:
-        config_changes.bump()
-        return method(self, *args)
+    def changed(self: _SaveSteps, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        finally:  # after the change: a step between the two sees the new list
+            config_changes.bump()
 
     changed.__name__ = name
     return changed
@@ -76,11 +78,14 @@ class SaveConfigMode:
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Counted (config_changes), so that the hook sees a change made after
-        # it was made; a list given as save_steps counts its own changes.
-        if name == "save_steps" and isinstance(value, list) and not isinstance(value, _SaveSteps):
-            value = _SaveSteps(value)
+        # it was made. A list assigned to save_steps is kept as it is (the
+        # script may change it in place later): its changes are not counted,
+        # so next_save_step does not look ahead past it.
         object.__setattr__(self, name, value)
         config_changes.bump()
+
+    def __reduce__(self) -> Any:
+        return (SaveConfigMode, (self.save_interval, self.start_step, self.end_step, list(self.save_steps)))
 
     def __init__(
         self,
@@ -97,9 +102,9 @@ class SaveConfigMode:
         if self.save_interval <= 0:
             raise ValueError(f"save_interval={self.save_interval} must be positive")
         if save_steps is None:
-            self.save_steps: List[int] = []
+            self.save_steps: List[int] = _SaveSteps()
         elif isinstance(save_steps, (list, tuple, set, frozenset)):
-            self.save_steps = sorted(_int_arg("save_steps", s) for s in save_steps)
+            self.save_steps = _SaveSteps(sorted(_int_arg("save_steps", s) for s in save_steps))
         else:
             raise TypeError(f"save_steps={save_steps!r} must be a list of int")
         self.start_step = (
@@ -126,13 +131,30 @@ class SaveConfigMode:
 
     def next_save_step(self, step_num: int) -> Optional[int]:
         """The first step at or after ``step_num`` that ``should_save_step``
-        saves, as the attributes are now; None if there is none."""
-        found = [s for s in self.save_steps if s >= step_num]
-        first = max(step_num, self.start_step)
-        first += -first % self.save_interval
-        if self.end_step is None or first < self.end_step:
-            found.append(first)
-        return min(found) if found else None
+        saves, as the attributes are now; None if there is none. Only
+        ``step_num`` itself (no look-ahead) when a later change could go
+        uncounted (config_changes): ``save_steps`` a list or set the script
+        assigned (it may change it in place), or ``should_save_step``
+        overridden by a subclass that does not override this too."""
+        cls = type(self)
+        steps = self.save_steps
+        if (
+            (cls.should_save_step is not SaveConfigMode.should_save_step
+             and cls.next_save_step is SaveConfigMode.next_save_step)
+            or not isinstance(steps, (_SaveSteps, tuple, frozenset))
+        ):
+            return step_num
+        try:
+            found = [s for s in steps if s >= step_num]
+            first = max(step_num, self.start_step)
+            first += -first % self.save_interval
+            if self.end_step is None or first < self.end_step:
+                found.append(first)
+            return min(found) if found else None
+        except (TypeError, ValueError, ZeroDivisionError):
+            # An attribute set to something should_save_step does not expect
+            # (a step that is not a number): no look-ahead, it decides.
+            return step_num
 
     def to_json_dict(self) -> Dict[str, Any]:
         return {

@@ -948,6 +948,7 @@ class Hook:
             ms < self._quiet_until
             and mode == self._quiet_mode
             and config_changes.count == self._quiet_count
+            and self.prepared_collections  # False: the script asks to prepare again
             and not (self._wrote_step or self._scalar_cache or self._pending or self._reduced)
         ):
             # A step in the quiet stretch _compute_step_collections found (no
