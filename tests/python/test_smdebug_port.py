@@ -557,16 +557,23 @@ def test_rerunning_a_writer_fails_at_its_first_flush(trial_url, trial_name):
         w3.close()
 
 
-def test_save_steps_changed_after_the_hook_was_made_are_honoured(trial_url):
+def _hooked_linear(trial_url, make_config=lambda smd: smd.SaveConfig(save_interval=100)):
+    """A hook saving the "weights" of a Linear(3, 2), in TRAIN mode, with the
+    save config ``make_config(tensorkeep.pytorch)``: (torch, tensorkeep.pytorch,
+    the hook, the Linear, the save config of TRAIN)."""
     torch = pytest.importorskip("torch", reason="the hook needs python3-torch")
     import tensorkeep.pytorch as smd
 
-    save_config = smd.SaveConfig(save_interval=100)
+    save_config = make_config(smd)
     hook = smd.Hook(out_dir=trial_url, save_config=save_config, include_collections=["weights"])
     net = torch.nn.Linear(3, 2)
     hook.register_module(net)
     hook.set_mode(smd.modes.TRAIN)
-    scm = save_config.get_save_config(smd.modes.TRAIN)
+    return torch, smd, hook, net, save_config.get_save_config(smd.modes.TRAIN)
+
+
+def test_save_steps_changed_after_the_hook_was_made_are_honoured(trial_url):
+    torch, smd, hook, net, scm = _hooked_linear(trial_url)
     scm.save_steps.append(2)  # in place, as smdebug scripts do
     for step in range(6):
         if step == 3:
@@ -583,15 +590,7 @@ def test_changes_within_a_stretch_of_unsaved_steps_are_honoured(trial_url):
     save_steps changed in place, a collection's new save config, and a
     scalar saved between two steps. The steps are checked against
     should_save_step asked at every step with the changes applied."""
-    torch = pytest.importorskip("torch", reason="the hook needs python3-torch")
-    import tensorkeep.pytorch as smd
-
-    save_config = smd.SaveConfig(save_interval=100)
-    hook = smd.Hook(out_dir=trial_url, save_config=save_config, include_collections=["weights"])
-    net = torch.nn.Linear(3, 2)
-    hook.register_module(net)
-    hook.set_mode(smd.modes.TRAIN)
-    scm = save_config.get_save_config(smd.modes.TRAIN)
+    torch, smd, hook, net, scm = _hooked_linear(trial_url)
     weights = hook.get_collection("weights")
     changes = {
         5: lambda: scm.save_steps.append(7),  # in place
@@ -630,25 +629,22 @@ def test_changes_the_hook_saw_before_its_quiet_stretches_it_still_sees(trial_url
     changed with prepared_collections = False (smdebug's way to prepare again),
     a step that is not a number (never saved, no error), and a step that runs
     between a change of save_steps and its count (another thread)."""
-    torch = pytest.importorskip("torch", reason="the hook needs python3-torch")
-    import tensorkeep.pytorch as smd
     from tensorkeep.core import config_changes
 
-    class Every3(smd.SaveConfigMode):
-        __slots__ = ()
+    def every_3(smd):
+        class Every3(smd.SaveConfigMode):
+            __slots__ = ()
 
-        def should_save_step(self, step_num):
-            return step_num % 3 == 0 or super().should_save_step(step_num)
+            def should_save_step(self, step_num):
+                return step_num % 3 == 0 or super().should_save_step(step_num)
+
+        modes = (smd.modes.TRAIN, smd.modes.EVAL, smd.modes.PREDICT, smd.modes.GLOBAL)
+        return smd.SaveConfig(mode_save_configs={m: Every3(save_interval=100) for m in modes})
 
     if case == "subclass":
-        save_config = smd.SaveConfig(mode_save_configs={m: Every3(save_interval=100) for m in (smd.modes.TRAIN, smd.modes.EVAL, smd.modes.PREDICT, smd.modes.GLOBAL)})
+        torch, smd, hook, net, scm = _hooked_linear(trial_url, every_3)
     else:
-        save_config = smd.SaveConfig(save_interval=100)
-    hook = smd.Hook(out_dir=trial_url, save_config=save_config, include_collections=["weights"])
-    net = torch.nn.Linear(3, 2)
-    hook.register_module(net)
-    hook.set_mode(smd.modes.TRAIN)
-    scm = save_config.get_save_config(smd.modes.TRAIN)
+        torch, smd, hook, net, scm = _hooked_linear(trial_url)
     x = torch.ones(1, 3)
     mine = []
     if case == "assigned list":
