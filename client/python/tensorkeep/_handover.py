@@ -283,6 +283,10 @@ class AgentStream:
     # Caller side
     # ------------------------------------------------------------------
 
+    def _consumed(self) -> int:
+        """How far the agent has consumed the ring (its header)."""
+        return _Q.unpack_from(self._mm, _CONSUMED)[0]
+
     def _failed(self) -> bool:
         """The agent marked the writer failed (for good)."""
         try:
@@ -314,7 +318,7 @@ class AgentStream:
             if off + n > ring:  # values never wrap: start the next lap
                 pos += ring - off
                 off = 0
-            elif off + n > self._touched and off and _Q.unpack_from(self._mm, _CONSUMED)[0] == pos:
+            elif off + n > self._touched and off and self._consumed() == pos:
                 # Pages never written ahead, and the agent took everything:
                 # the next lap starts at once, in pages written before. The
                 # first write to a page of the ring costs ~5 us on a VM (a
@@ -329,7 +333,7 @@ class AgentStream:
                 # Past the room known free: the ring's bytes at [pos, pos + n)
                 # last held positions [pos + n - ring, ...), which must have
                 # been consumed (or nothing sent is left unconsumed).
-                consumed = _Q.unpack_from(self._mm, _CONSUMED)[0]
+                consumed = self._consumed()
                 self._room = consumed + ring
                 if consumed < self._head and pos + n > self._room:
                     self._send_batch()
@@ -375,16 +379,16 @@ class AgentStream:
         end = time.monotonic() + _ROOM_POLL_S
         pause = _ROOM_PAUSE_FIRST_S
         while True:
-            consumed = _Q.unpack_from(self._mm, _CONSUMED)[0]
+            consumed = self._consumed()
             if consumed >= consumed_at_least:
                 self._room = consumed + self._ring
                 return
-            if _U32.unpack_from(self._mm, _FLAGS)[0] & _FAILED or time.monotonic() >= end:
+            if self._failed() or time.monotonic() >= end:
                 break
             time.sleep(pause)
             pause = min(2 * pause, _ROOM_PAUSE_MAX_S)
         self._request(_SYNC, 0, None)  # waits until the agent took everything sent
-        self._room = _Q.unpack_from(self._mm, _CONSUMED)[0] + self._ring
+        self._room = self._consumed() + self._ring
 
     def _send_own_fd(self, record: bytes, data: Any, n: int) -> None:
         """A value larger than the ring goes in a memfd of its own."""
