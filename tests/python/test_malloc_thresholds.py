@@ -103,3 +103,53 @@ def test_a_process_that_chose_its_allocator_settings_is_left_alone(heuristic_fau
     name = next(iter(env))
     assert said == f"left alone: the process set {name}"
     assert faults >= CYCLES * PAGES // 2, faults
+
+
+KEEP = textwrap.dedent(
+    """
+    import resource, sys
+    import numpy as np
+    from tensorkeep import _dtypes, _malloc
+    from tensorkeep.trials import create_trial
+
+    create_trial("tensorkeep://127.0.0.1:1/t")  # pins the thresholds, as any Trial does
+    if sys.argv[1] == "off":
+        _malloc._libc = None  # reserve() does nothing
+    values = np.arange(40 * 256 * 1024, dtype=np.float32).reshape(40, 256, 1024)
+    packed = [v.tobytes() for v in values]  # 40 messages of 256 values of 4 KB, as a values() stream
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    kept = []
+    for data in packed:
+        _malloc.reserve(len(data))  # what Tensor._decode does before splitting a message
+        kept += _dtypes.split_wire(_dtypes.NATIVE_CODES[np.dtype(np.float32)], (1024,), data, 256)
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    assert all(a.flags.owndata and a.flags.writeable for a in kept)
+    assert all(np.array_equal(a, values[i // 256, i % 256]) for i, a in enumerate(kept))
+    """
+)
+
+
+def _keep(mode):
+    out = subprocess.run([sys.executable, "-c", KEEP, mode], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def test_values_kept_from_a_read_come_from_huge_pages():
+    """40 MB of 4 KB values, each its own block: with reserve(), the heap
+    grows in 2 MiB huge pages, a fault each, instead of a fault a 4 KiB page."""
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip(f"not glibc ({platform.libc_ver()}): nothing is reserved")
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read()
+    except OSError as e:
+        pytest.skip(f"no transparent huge pages here ({e})")
+    if "[never]" in thp:
+        pytest.skip(f"transparent huge pages are off here ({thp.strip()})")
+    pages = 40 * 256 * 4096 // 4096
+    off = _keep("off")
+    assert off >= pages * 3 // 4, f"{off} faults for {pages} pages kept without reserve(): nothing to show"
+    on = _keep("on")
+    # ~2,000-2,900 here (the blocks' first partial huge page, the arrays' headers), against ~10,600.
+    assert on < off // 3, (on, off)

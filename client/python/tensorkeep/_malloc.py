@@ -30,6 +30,19 @@ process. Nothing is changed when the process chose its allocator's settings
 itself (``MALLOC_*_`` variables, ``GLIBC_TUNABLES`` with ``glibc.malloc.``,
 an allocator in ``LD_PRELOAD``), off glibc, or with
 ``TENSORKEEP_MALLOC_THRESHOLDS=0``.
+
+``reserve(n)``, once the thresholds are pinned: a Trial about to allocate
+``n`` bytes of values the caller keeps (a packed message of a ``values()``
+stream, a large value) first grows the heap by a 16 MiB block in
+transparent huge pages, then frees it, so that the values are carved out of
+memory faulted in 2 MiB at a time. Values are kept, so they are fresh memory:
+reading 40 MB of 4 KB values faulted in ~10,600 pages, ~13 us each on this
+VM (0.15-0.22 s); in huge pages, ~2,500 faults and 0.04-0.06 s. What glibc's
+``glibc.malloc.hugetlb=1`` tunable does for every allocation, which a
+process can only set in its environment at its start. The values stay each
+in its own block of ``malloc`` (nothing holds memory beyond what it keeps);
+the cost is at most one 16 MiB block faulted in and not yet used, which
+stays in the heap for later allocations.
 """
 
 import ctypes
@@ -48,8 +61,14 @@ ENV = "TENSORKEEP_MALLOC_THRESHOLDS"
 _USER_VARS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_MMAP_MAX_")
 _ALLOCATORS = ("malloc", "jemalloc", "tcmalloc", "mimalloc", "hoard")
 
+HUGE_PAGE = 2 << 20  # x86-64's and arm64's (4 KiB pages) transparent huge page
+RESERVE_BYTES = 16 << 20  # a block reserve() grows the heap by: below the mmap and trim thresholds
+_MADV_HUGEPAGE = 14  # linux/mman.h
+
 _lock = threading.Lock()
 _result = ""
+_libc = None  # set by _pin when it pinned the thresholds: reserve() acts only then
+_headroom = 0  # bytes of the last reserved block not yet claimed by reserve()
 
 
 def pin() -> str:
@@ -86,4 +105,68 @@ def _pin() -> str:
     # alone the trim threshold would leave every block over 128 KiB mmapped.
     if not mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) or not mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD):
         return "left alone: mallopt refused"
+    _set_up_reserve()
     return f"pinned (mmap {MMAP_THRESHOLD >> 20} MiB, trim {TRIM_THRESHOLD >> 20} MiB)"
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_size_t) for f in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def _set_up_reserve() -> None:
+    """Looks up what reserve() calls; leaves reserve() off where any is missing
+    (a glibc before 2.33 has no mallinfo2) or huge pages are off."""
+    global _libc
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            if "[never]" in f.read():
+                return
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.malloc.restype = ctypes.c_void_p
+        libc.malloc.argtypes = (ctypes.c_size_t,)
+        libc.free.argtypes = (ctypes.c_void_p,)
+        libc.free.restype = None
+        libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        libc.madvise.restype = ctypes.c_int
+        libc.mallinfo2.restype = _Mallinfo2
+        libc.mallinfo2.argtypes = ()
+    except (OSError, AttributeError):
+        return
+    _libc = libc
+
+
+def reserve(nbytes: int) -> None:
+    """The caller is about to allocate ``nbytes`` it keeps (see the module's
+    text): when the last reserved block is used up, grows the heap by a new
+    one in huge pages. Does nothing unless pin() pinned the thresholds."""
+    global _headroom
+    libc = _libc
+    if libc is None or nbytes <= 0:
+        return
+    with _lock:
+        _headroom -= nbytes
+        if _headroom >= 0:
+            return
+        size = max(RESERVE_BYTES, nbytes + HUGE_PAGE)
+        _headroom = size - nbytes
+        if size + HUGE_PAGE >= MMAP_THRESHOLD:
+            return  # malloc would map it apart from the heap
+        # A heap whose top already holds this much free is left as it is:
+        # freeing the block there would give the whole top back to the
+        # kernel (the trim threshold), faulted pages included.
+        if libc.mallinfo2().keepcost + size + HUGE_PAGE >= TRIM_THRESHOLD:
+            return
+        p = libc.malloc(size + HUGE_PAGE)
+        if not p:
+            return
+        try:
+            start = (p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
+            end = (p + size + 2 * HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
+            libc.madvise(start, end - start, _MADV_HUGEPAGE)  # a hint: refused, pages are 4 KiB
+            # Up to the last whole huge page: the next block starts in the
+            # partial one and faults it in whole.
+            ctypes.memset(p, 0, ((p + size + HUGE_PAGE) & ~(HUGE_PAGE - 1)) - p)
+        finally:
+            libc.free(p)

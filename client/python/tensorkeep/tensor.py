@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 import grpc
 import numpy as np
 
-from . import _dtypes, _errors, _names
+from . import _dtypes, _errors, _malloc, _names
 from ._channel import pb
 from .exceptions import (
     ShapeUnavailableForStep,
@@ -25,6 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .trial import Trial
 
 REDUCTION_NAMES = ("min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2")
+
+# Values of at least this many bytes (a packed message of them, or one large
+# value) are carved out of a heap block faulted in huge pages (_malloc.reserve):
+# smaller reads do not make the process fault in a block of 16 MiB.
+_RESERVE_FROM = 256 << 10
 
 
 class Tensor:
@@ -299,10 +304,14 @@ class Tensor:
                                 f"corrupt packed values of {self.name} from step {m.step}: "
                                 f"{len(data)} bytes for {count} values of {size}"
                             )
+                        if len(data) >= _RESERVE_FROM:
+                            _malloc.reserve(len(data))
                         arrays = _dtypes.split_wire(m.dtype, m.shape, data, count)
                         yield m.step, m.mode_step, arrays[0]
                         yield from zip(packed, m.packed_mode_steps, arrays[1:])
                         continue
+                    if size >= _RESERVE_FROM:
+                        _malloc.reserve(size)
                     if len(data) >= size:
                         yield m.step, m.mode_step, from_wire(m.dtype, m.shape, data)
                         continue
