@@ -280,6 +280,8 @@ absl::Status Session::HandleOpen(Message* message) {
       refused = region.status();
     } else {
       region_ = std::move(*region);
+      flags_ |= kFlagWakesRoomWaiters;
+      region_->StoreU32(kFlagsOffset, flags_);
     }
   }
   if (!refused.ok()) {
@@ -382,6 +384,7 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
         record.set_data(std::string(region_->Bytes(kRegionHeaderBytes + offset, len)));
       consumed_ = pos + len;
       region_->StoreU64(kConsumedOffset, consumed_);
+      region_->WakeWaiters(kConsumedOffset, kRoomWaiterOffset);
     }
   }
   EnsureWriter();
@@ -409,7 +412,11 @@ void Session::SetError(const absl::Status& status) {
   if (!error_.ok()) return;
   error_ = status;
   flags_ |= kFlagFailed;
-  if (region_ != nullptr) region_->StoreU32(kFlagsOffset, flags_);
+  if (region_ != nullptr) {
+    region_->StoreU32(kFlagsOffset, flags_);
+    // A client waiting for room learns of the failure now, not at its wait's end.
+    region_->WakeWaiters(kConsumedOffset, kRoomWaiterOffset);
+  }
 }
 
 void Session::PublishState() {

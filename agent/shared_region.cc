@@ -1,11 +1,14 @@
 #include "agent/shared_region.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +54,17 @@ void SharedRegion::StoreU64(size_t offset, uint64_t value) {
 void SharedRegion::StoreU32(size_t offset, uint32_t value) {
   __atomic_store_n(reinterpret_cast<uint32_t*>(static_cast<char*>(base_) + offset), value,
                    __ATOMIC_RELEASE);
+}
+
+void SharedRegion::WakeWaiters(size_t offset, size_t waiter_offset) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  const uint32_t waiting = __atomic_load_n(
+      reinterpret_cast<const uint32_t*>(static_cast<char*>(base_) + waiter_offset), __ATOMIC_RELAXED);
+  if (waiting == 0) return;
+  // Shared (not FUTEX_PRIVATE_FLAG): the waiter is another process. Failure
+  // is harmless: the client's wait is bounded and re-reads `consumed`.
+  (void)syscall(SYS_futex, static_cast<char*>(base_) + offset, FUTEX_WAKE, INT_MAX, nullptr,
+                nullptr, 0);
 }
 
 }  // namespace agent

@@ -39,6 +39,12 @@ class SharedRegion {
   // Stores into the header, visible to the client (release order).
   void StoreU64(size_t offset, uint64_t value);
   void StoreU32(size_t offset, uint32_t value);
+  // After a store of the u32 at `offset` (the low half of `consumed`): wakes
+  // the client's threads waiting on it (FUTEX_WAKE) when the client set the
+  // u32 at `waiter_offset`. A fence orders the store before the check, and
+  // FUTEX_WAIT re-checks the word, so a client that set it and then saw the
+  // old value is woken (or does not sleep).
+  void WakeWaiters(size_t offset, size_t waiter_offset);
 
  private:
   SharedRegion(int fd, void* base, uint64_t size) : fd_(fd), base_(base), size_(size) {}

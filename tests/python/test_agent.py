@@ -7,6 +7,7 @@ Writer hands over to an agent)."""
 
 import os
 import pathlib
+import platform
 import signal
 import socket
 import stat
@@ -324,6 +325,37 @@ def test_a_ring_refilled_lap_after_lap_never_overwrites_what_the_agent_did_not_t
         assert sorted(values) == list(range(40))
         for step, got in values.items():
             assert np.array_equal(got, written[(f"t{i}", step)]), (i, step)
+
+
+@pytest.mark.parametrize("wakes", [True, False], ids=["woken", "polling"])
+def test_a_writer_waiting_for_room_sleeps_until_the_agent_moves(server, trial_url, agent, monkeypatch, wakes):
+    """A value that finds the ring full sleeps on the agent's consumed
+    position, which the agent wakes after each value it takes (it says so in
+    the ring's header): no polling pause. With an agent that does not (a
+    client without futex: the same path), it polls as before. Either way
+    every value arrives intact."""
+    if not wakes:
+        monkeypatch.setattr(_handover, "_futex", lambda: None)
+    elif _handover._futex() is None:
+        pytest.skip(f"no futex here ({sys.platform}, {platform.machine()}): the wait polls")
+    w = Writer(trial_url, max_queue_bytes=512 << 10)  # a 256 KiB ring
+    flags = _handover._U32.unpack_from(w._stream._mm, _handover._FLAGS)[0]
+    assert flags & _handover._WAKES_ROOM_WAITERS, "the agent does not say it wakes waiters"
+    values = [np.full(24 << 10, s, np.float32) for s in range(60)]  # 96 KiB each: ~22 laps
+    for s, v in enumerate(values):
+        w.write_tensor("x", v, step=s)
+        w.end_step(s)
+    stream = w._stream
+    w.close()
+    assert stream.room_waits >= 1, "the ring never filled: nothing waited"
+    if wakes:
+        assert stream.room_polls == 0, f"{stream.room_polls} polling pauses in {stream.room_waits} waits"
+    else:
+        assert stream.room_polls >= 1
+    got = create_trial(trial_url).tensor("x").values()
+    assert sorted(got) == list(range(60))
+    for s, v in got.items():
+        assert np.array_equal(v, values[s]), s
 
 
 def test_a_ring_the_agent_keeps_up_with_stays_in_the_pages_written_first(server, trial_url, agent, monkeypatch):

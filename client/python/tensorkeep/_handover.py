@@ -12,8 +12,10 @@ Batching: a step's Write messages wait in the process and go with its
 EndStep as one Batch message (one system call, one wake-up of the agent);
 see add_record and _send_batch.
 
-Backpressure: when the ring has no room, the writer asks the agent to take
-what it was sent (Sync) and waits; the agent's writer in turn waits while its
+Backpressure: when the ring has no room, the writer sleeps until the agent
+has taken enough (a futex on the consumed position, which the agent wakes),
+at most 50 ms; then it asks the agent to take what it was sent (Sync) and
+waits; the agent's writer in turn waits while its
 own buffer is full, but at most ``max_stall_seconds`` a record: then the
 agent journals it (and what follows) to local disk, to push later, so a
 training step is not blocked longer (agent/session.h). Errors: the agent
@@ -24,14 +26,17 @@ Thread safety: every public method may be called from any thread.
 """
 
 import atexit
+import ctypes
 import fcntl
 import functools
 import logging
 import math
 import mmap
 import os
+import platform
 import socket
 import struct
+import sys
 import threading
 import time
 import weakref
@@ -49,8 +54,8 @@ PROTOCOL_VERSION = _agent.PROTOCOL_VERSION
 _OPEN, _WRITE, _WRITE_FD, _END_STEP, _FLUSH, _CLOSE, _SYNC, _BATCH = 1, 2, 3, 4, 5, 6, 7, 8
 _REPLY = 100
 HEADER_BYTES = 4096
-_CONSUMED, _FLAGS, _COMMITTED, _STREAMS, _JOURNALED, _DROPPED, _STOP_REASON = 8, 16, 24, 32, 40, 48, 64
-_FAILED, _STOP, _JOURNALING = 1, 2, 4
+_CONSUMED, _FLAGS, _COMMITTED, _STREAMS, _JOURNALED, _DROPPED, _ROOM_WAITER, _STOP_REASON = 8, 16, 24, 32, 40, 48, 56, 64
+_FAILED, _STOP, _JOURNALING, _WAKES_ROOM_WAITERS = 1, 2, 4, 8
 MIN_RING_BYTES = 64 << 10
 MAX_RING_BYTES = 64 << 20
 
@@ -75,12 +80,14 @@ _EXIT_TIMEOUT = float(_names.RECONNECT_EXIT_CLOSE_SECONDS)
 _BATCH_IDLE_S = 0.02
 _BATCH_BYTES = 48 << 10  # below agent/handover.h kMaxMessageBytes (64 KiB)
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
-# Waiting for room in the ring: the agent's consumed position is read after
-# pauses from 50 us doubling to 1 ms, for at most 50 ms; then a Sync waits
-# (see AgentStream._wait_for_room).
+# Waiting for room in the ring: for at most 50 ms, sleeping on the agent's
+# consumed position (a futex the agent wakes, at most 10 ms at a time), or,
+# with an agent that does not wake waiters, reading it after pauses from
+# 50 us doubling to 1 ms; then a Sync waits (see AgentStream._wait_for_room).
 _ROOM_PAUSE_FIRST_S = 50e-6
 _ROOM_PAUSE_MAX_S = 1e-3
 _ROOM_POLL_S = 0.05
+_ROOM_SLEEP_MAX_S = 0.01
 # The agent's writer sends values larger than this in chunks, each message
 # below gRPC's default 4 MiB receive limit (agent/session.cc, chunk_bytes).
 MAX_BATCH_BYTES = (4 << 20) - (64 << 10)
@@ -103,6 +110,32 @@ class _AgentError(grpc.RpcError):
 
     def trailing_metadata(self):
         return (("tk-reason", self._reason),) if self._reason else ()
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+# SYS_futex by machine (the generic table's 98 for the newer architectures).
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98, "loongarch64": 98,
+              "ppc64le": 221, "ppc64": 221, "s390x": 238}.get(platform.machine())
+_FUTEX_WAIT = 0  # shared (the waker is another process): no FUTEX_PRIVATE_FLAG
+
+
+@functools.lru_cache(maxsize=None)
+def _futex() -> Optional[Any]:
+    """libc's syscall() set up for FUTEX_WAIT, or None where there is none
+    (another OS or machine: the room wait then polls)."""
+    if _SYS_FUTEX is None or not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_long
+    fn.argtypes = (ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_Timespec),
+                   ctypes.c_void_p, ctypes.c_int)
+    return fn
 
 
 def _strings(*values: str) -> bytes:
@@ -184,6 +217,7 @@ class AgentStream:
         self._room = 0
         self._touched = 0  # ring offsets below this have been written (their pages are in)
         self.room_waits = 0  # values that waited for room in the ring
+        self.room_polls = 0  # pauses of such waits spent polling (an agent that does not wake waiters)
         self._last_send = 0.0  # monotonic time of the last message sent
         # One request waits for its reply at a time. Lock order: _lock, then
         # _reply_lock (never the reverse); _lock is not held while waiting
@@ -200,6 +234,11 @@ class AgentStream:
         fd = _sealed_memfd(size)
         try:
             self._mm = mmap.mmap(fd, size)
+            # The address of the agent's consumed position, to sleep on it
+            # (the ctypes view let go at once: it would keep the map open).
+            view = ctypes.c_char.from_buffer(self._mm, _CONSUMED)
+            self._consumed_addr = ctypes.addressof(view)
+            del view
             security = _credentials.resolve()
             retry = math.inf if retry_timeout is None else float(retry_timeout)
             queue = max(1, max_queue_bytes - self._ring)
@@ -378,15 +417,34 @@ class AgentStream:
         self.room_waits += 1
         end = time.monotonic() + _ROOM_POLL_S
         pause = _ROOM_PAUSE_FIRST_S
+        futex = _futex() if _U32.unpack_from(self._mm, _FLAGS)[0] & _WAKES_ROOM_WAITERS else None
         while True:
             consumed = self._consumed()
             if consumed >= consumed_at_least:
                 self._room = consumed + self._ring
                 return
-            if self._failed() or time.monotonic() >= end:
+            left = end - time.monotonic()
+            if self._failed() or left <= 0:
                 break
-            time.sleep(pause)
-            pause = min(2 * pause, _ROOM_PAUSE_MAX_S)
+            if futex is None:
+                self.room_polls += 1
+                time.sleep(pause)
+                pause = min(2 * pause, _ROOM_PAUSE_MAX_S)
+                continue
+            # Sleeps until the agent moves its consumed position (it wakes
+            # the waiter it sees flagged after each move; FUTEX_WAIT returns
+            # at once if the position already moved since this read of it).
+            # Polling, each pause cost ~30 us of CPU and overshot the room by
+            # up to 1 ms: a step waiting for a busy agent slept 3-4 times.
+            _U32.pack_into(self._mm, _ROOM_WAITER, 1)
+            try:
+                seen = self._consumed()
+                if seen < consumed_at_least:
+                    left = min(left, _ROOM_SLEEP_MAX_S)
+                    ts = _Timespec(int(left), int((left % 1) * 1e9))
+                    futex(_SYS_FUTEX, self._consumed_addr, _FUTEX_WAIT, seen & 0xFFFFFFFF, ctypes.byref(ts), None, 0)
+            finally:
+                _U32.pack_into(self._mm, _ROOM_WAITER, 0)
         self._request(_SYNC, 0, None)  # waits until the agent took everything sent
         self._room = self._consumed() + self._ring
 

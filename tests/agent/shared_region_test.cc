@@ -1,0 +1,114 @@
+// SharedRegion: the checks Map makes on what a client hands over, and the
+// wake-up of a client waiting for room in the ring (agent/handover.h,
+// kRoomWaiterOffset).
+#include "agent/shared_region.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include "agent/handover.h"
+#include "gtest/gtest.h"
+
+namespace tensorkeep {
+namespace agent {
+namespace {
+
+constexpr size_t kBytes = kRegionHeaderBytes + (64 << 10);
+
+int SealedMemfd(size_t size, bool seal = true) {
+  const int fd = memfd_create("shared_region_test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+  if (seal) EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  return fd;
+}
+
+TEST(SharedRegionTest, RefusesAMemfdNotSealedAgainstShrinking) {
+  auto region = SharedRegion::Map(SealedMemfd(kBytes, false), kBytes);
+  ASSERT_FALSE(region.ok());
+  EXPECT_NE(region.status().message().find("F_SEAL_SHRINK"), std::string::npos)
+      << region.status();
+}
+
+TEST(SharedRegionTest, RefusesARegionSmallerThanAnnounced) {
+  auto region = SharedRegion::Map(SealedMemfd(kBytes), kBytes + 4096);
+  ASSERT_FALSE(region.ok());
+  EXPECT_NE(region.status().message().find("fewer than"), std::string::npos) << region.status();
+}
+
+// The client's side: its own mapping of the memfd (another address, as in
+// another process), a flag, and FUTEX_WAIT on the low half of `consumed`.
+class Client {
+ public:
+  explicit Client(int fd)
+      : base_(static_cast<char*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))) {}
+  ~Client() { munmap(base_, kBytes); }
+  uint32_t* word(size_t offset) { return reinterpret_cast<uint32_t*>(base_ + offset); }
+  // Waits up to `timeout_ms` while `consumed`'s low half is `seen`; true if woken or changed.
+  bool Wait(uint32_t seen, long timeout_ms) {
+    __atomic_store_n(word(kRoomWaiterOffset), 1, __ATOMIC_SEQ_CST);
+    timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000};
+    const long r = syscall(SYS_futex, word(kConsumedOffset), FUTEX_WAIT, seen, &ts, nullptr, 0);
+    const int err = errno;
+    __atomic_store_n(word(kRoomWaiterOffset), 0, __ATOMIC_SEQ_CST);
+    return r == 0 || err == EAGAIN;
+  }
+
+ private:
+  char* base_;
+};
+
+TEST(SharedRegionTest, WakesAClientWaitingOnTheConsumedPosition) {
+  const int fd = SealedMemfd(kBytes);
+  Client client(fd);
+  auto region = SharedRegion::Map(dup(fd), kBytes);
+  close(fd);
+  ASSERT_TRUE(region.ok()) << region.status();
+  std::atomic<bool> woken{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread waiter([&] { woken = client.Wait(0, 10000); });
+  // Until the client flags itself, a store wakes nobody; then it does.
+  while (__atomic_load_n(client.word(kRoomWaiterOffset), __ATOMIC_SEQ_CST) == 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the client is asleep by now
+  (*region)->StoreU64(kConsumedOffset, 4096);
+  (*region)->WakeWaiters(kConsumedOffset, kRoomWaiterOffset);
+  waiter.join();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(woken);
+  EXPECT_LT(waited, std::chrono::seconds(5)) << "woken by its timeout, not by the agent";
+}
+
+TEST(SharedRegionTest, DoesNotWakeWithoutTheClientsFlag) {
+  const int fd = SealedMemfd(kBytes);
+  Client client(fd);
+  auto region = SharedRegion::Map(dup(fd), kBytes);
+  close(fd);
+  ASSERT_TRUE(region.ok()) << region.status();
+  // A waiter that did not flag itself sleeps through the agent's store
+  // (nothing is woken): it wakes at its 200 ms timeout only.
+  std::atomic<long> result{1};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread waiter([&] {
+    timespec ts{0, 200 * 1000000L};
+    result = syscall(SYS_futex, client.word(kConsumedOffset), FUTEX_WAIT, 0, &ts, nullptr, 0);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  (*region)->WakeWaiters(kConsumedOffset, kRoomWaiterOffset);  // `consumed` unchanged: still 0
+  waiter.join();
+  EXPECT_EQ(result, -1);  // ETIMEDOUT
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
+}
+
+}  // namespace
+}  // namespace agent
+}  // namespace tensorkeep
