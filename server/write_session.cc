@@ -292,7 +292,6 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
   // built, then with the id of their block.
   std::vector<int> block_large;
   std::vector<std::pair<int, uint64_t>> large;
-  size_t large_bytes = 0;
   const auto flush = [&]() {
     if (block.count() == 0) return;
     ref.id = collector_->NewBlockId();
@@ -317,7 +316,6 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
     const bool inline_value = StoresInline(r);
     if (!inline_value) {
       block_large.push_back(i);
-      large_bytes += r.data().size();
     }
     block.Add(r.name(), EncodeRecordMeta(r), inline_value ? std::string_view(r.data()) : "");
     IndexedRecord rec;
@@ -330,12 +328,14 @@ PendingWrite WriteSession::Encode(google::protobuf::RepeatedPtrField<v1::TensorR
     w.update.records.push_back(std::move(rec));
   }
   flush();
-  // Large values once their blocks have ids, into room made for all of them
-  // at once (the value log's buffer does not grow, and copy, value by value).
-  w.batch->Reserve(large_bytes);
+  // Large values once their blocks have ids, each handed to the batch as it
+  // is (the message's bytes are not needed after this): written from there,
+  // not copied first into one buffer (~16 % of the collector's CPU for a
+  // stream of 800 KB values, issue 16).
   for (const auto& [i, block_id] : large) {
-    const v1::TensorRecord& r = records[i];
-    w.batch->Put(ValueKey(trial_->name(), r.step(), worker_, block_id, r.name()), r.data());
+    v1::TensorRecord& r = records[i];
+    w.batch->PutOwned(ValueKey(trial_->name(), r.step(), worker_, block_id, r.name()),
+                      std::move(*r.mutable_data()));
   }
   return w;
 }

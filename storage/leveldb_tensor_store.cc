@@ -38,8 +38,12 @@ class LevelDbBatch : public TensorStore::Batch {
   // The values of one value-log lane (one trial: ValueLog's lanes), to be
   // appended together.
   struct Lane {
-    std::string key;    // the trial
-    std::string bytes;  // the values, back to back
+    std::string key;  // the trial
+    // The values, back to back: values given up (PutOwned) each a piece as
+    // it came, values copied (Put) joined into pieces of their own.
+    std::vector<std::string> pieces;
+    size_t size = 0;          // bytes of `pieces`
+    bool copy_tail = false;   // the last piece is one Put copies into
     struct Value {
       std::string key;
       size_t offset;  // in bytes
@@ -52,14 +56,24 @@ class LevelDbBatch : public TensorStore::Batch {
   void Put(std::string_view key, std::string_view value) override {
     if (IsValueKey(key)) {
       Lane& lane = LaneOf(ValueKeyTrial(key));
-      lane.values.push_back(
-          Lane::Value{std::string(key), lane.bytes.size(), value.size(), ValueChecksum(value)});
-      lane.bytes.append(value);
-      value_bytes_ += value.size();
+      AddValue(&lane, key, value);
+      if (!lane.copy_tail) {
+        lane.pieces.emplace_back();
+        if (&lane == &lanes_.front() && lane.pieces.size() == 1) lane.pieces.back().reserve(reserve_);
+        lane.copy_tail = true;
+      }
+      lane.pieces.back().append(value);
       return;
     }
     index_used_ = true;
     index_.Put(leveldb::Slice(key.data(), key.size()), leveldb::Slice(value.data(), value.size()));
+  }
+  void PutOwned(std::string_view key, std::string&& value) override {
+    if (!IsValueKey(key)) return Put(key, value);
+    Lane& lane = LaneOf(ValueKeyTrial(key));
+    AddValue(&lane, key, value);
+    lane.pieces.push_back(std::move(value));
+    lane.copy_tail = false;
   }
   void Delete(std::string_view key) override {
     index_used_ = true;
@@ -93,13 +107,18 @@ class LevelDbBatch : public TensorStore::Batch {
   const std::vector<std::string>& deleted_values() const { return deleted_values_; }
 
  private:
+  void AddValue(Lane* lane, std::string_view key, std::string_view value) {
+    lane->values.push_back(
+        Lane::Value{std::string(key), lane->size, value.size(), ValueChecksum(value)});
+    lane->size += value.size();
+    value_bytes_ += value.size();
+  }
   Lane& LaneOf(std::string_view trial) {
     for (Lane& lane : lanes_) {
       if (lane.key == trial) return lane;
     }
     Lane& lane = lanes_.emplace_back();
     lane.key.assign(trial.data(), trial.size());
-    if (lanes_.size() == 1) lane.bytes.reserve(reserve_);
     return lane;
   }
 
@@ -364,7 +383,7 @@ absl::Status LevelDbTensorStore::WriteAll(const std::vector<Batch*>& batches, bo
     auto* b = static_cast<LevelDbBatch*>(batch);
     for (const LevelDbBatch::Lane& lane : b->lanes()) {
       // Each trial's values to a file of its own (ValueLog's lanes).
-      TK_ASSIGN_OR_RETURN(ValueLog::Position at, impl_->values->Append(lane.bytes, lane.key));
+      TK_ASSIGN_OR_RETURN(ValueLog::Position at, impl_->values->Append(lane.pieces, lane.key));
       b->PutValueRefs(lane, at);
     }
     index_used = index_used || b->index_used();

@@ -35,6 +35,9 @@ class TensorStore {
    public:
     virtual ~Batch() = default;
     virtual void Put(std::string_view key, std::string_view value) = 0;
+    // Put of a value the caller gives up: a large value (KeyFamily::kValue)
+    // is then kept as it is until written, not copied into the batch.
+    virtual void PutOwned(std::string_view key, std::string&& value) { Put(key, value); }
     virtual void Delete(std::string_view key) = 0;
     // Bytes of keys and values held; used for flow control.
     virtual size_t ApproximateSize() const = 0;

@@ -142,6 +142,17 @@ ValueLog::Lane* ValueLog::LaneFor(std::string_view key) {
 }
 
 absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data, std::string_view key) {
+  return AppendPieces(&data, 1, key);
+}
+
+absl::StatusOr<ValueLog::Position> ValueLog::Append(const std::vector<std::string>& pieces,
+                                                    std::string_view key) {
+  std::vector<std::string_view> views(pieces.begin(), pieces.end());
+  return AppendPieces(views.data(), views.size(), key);
+}
+
+absl::StatusOr<ValueLog::Position> ValueLog::AppendPieces(const std::string_view* pieces,
+                                                          size_t count, std::string_view key) {
   absl::MutexLock lock(&write_mu_);
   Lane* lane = LaneFor(key);
   lane->last_use = ++appends_;
@@ -150,7 +161,13 @@ absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data, std::
     if (!started.ok()) return started;
   }
   const Position at{lane->file, lane->file_size};
-  leveldb::Status s = lane->out->Append(leveldb::Slice(data.data(), data.size()));
+  uint64_t size = 0;
+  for (size_t i = 0; i < count; ++i) size += pieces[i].size();
+  leveldb::Status s;
+  // A large piece goes straight to write(2) (LevelDB's buffer takes only what fits in it).
+  for (size_t i = 0; i < count && s.ok(); ++i) {
+    s = lane->out->Append(leveldb::Slice(pieces[i].data(), pieces[i].size()));
+  }
   if (s.ok()) s = lane->out->Flush();  // out of LevelDB's user-space buffer: a crash keeps it
   if (!s.ok()) {
     // The file's end is unknown now: the lane's next Append starts another
@@ -166,9 +183,9 @@ absl::StatusOr<ValueLog::Position> ValueLog::Append(std::string_view data, std::
       lane->unsynced = true;
       RetireFile(lane);
     }
-    return IoError(s, absl::StrCat("writing ", data.size(), " bytes to ", FileName(at.file)));
+    return IoError(s, absl::StrCat("writing ", size, " bytes to ", FileName(at.file)));
   }
-  lane->file_size += data.size();
+  lane->file_size += size;
   lane->unsynced = true;
   return at;
 }

@@ -77,6 +77,10 @@ class ValueLog {
     uint64_t offset = 0;
   };
   absl::StatusOr<Position> Append(std::string_view data, std::string_view lane = {});
+  // The same for `pieces` one after another (a batch's values as they came,
+  // without joining them first): one position, a failure as for one write.
+  absl::StatusOr<Position> Append(const std::vector<std::string>& pieces,
+                                  std::string_view lane = {});
 
   // Makes every appended byte durable (fsync of each file of every lane
   // appended to since the last Sync); nothing to do when nothing was appended
@@ -127,6 +131,9 @@ class ValueLog {
   absl::Status Drop(uint64_t file);
 
  private:
+  absl::StatusOr<Position> AppendPieces(const std::string_view* pieces, size_t count,
+                                        std::string_view key);
+
   // A file open for appending, and the key it was last appended for.
   struct Lane {
     std::string key;

@@ -32,11 +32,13 @@ class FaultEnv : public leveldb::EnvWrapper {
   // Appends to files whose name contains `filter` ("" = every file) fail
   // while `n` > 0 (each failure counts one), with "No space left on device".
   // With `short_write`, half of the data is written before the failure.
-  void FailAppends(const std::string& filter, int n, bool short_write = false) {
+  // (After letting the next `after` such appends through.)
+  void FailAppends(const std::string& filter, int n, bool short_write = false, int after = 0) {
     std::lock_guard<std::mutex> lock(mu_);
     append_filter_ = filter;
     short_write_ = short_write;
     failing_appends_ = n;
+    appends_let_through_ = after;
   }
   // Syncs of files whose name contains `filter` fail while `n` > 0.
   void FailSyncs(const std::string& filter, int n) {
@@ -158,6 +160,10 @@ class FaultEnv : public leveldb::EnvWrapper {
   bool ShouldFailAppend(const std::string& name, bool* short_write) {
     std::lock_guard<std::mutex> lock(mu_);
     if (failing_appends_ <= 0 || name.find(append_filter_) == std::string::npos) return false;
+    if (appends_let_through_ > 0) {
+      --appends_let_through_;
+      return false;
+    }
     --failing_appends_;
     ++appends_failed_;
     *short_write = short_write_;
@@ -182,6 +188,7 @@ class FaultEnv : public leveldb::EnvWrapper {
   int failing_syncs_ = 0;
   bool short_write_ = false;
   std::atomic<int> appends_failed_{0};
+  int appends_let_through_ = 0;
   int files_cut_ = 0;
 };
 

@@ -153,6 +153,57 @@ TEST_F(LevelDbTensorStoreTest, LargeValuesGoToTheValueLogAndReadBackAfterReopen)
   EXPECT_EQ(all, std::vector<std::string>({TrialKey("t"), block_key}));
 }
 
+// Values given up (PutOwned) and copied (Put) mix in one batch and one lane:
+// the value file holds them back to back in the order they were put, each
+// key finds its own bytes, and another trial's lane goes to a file of its own.
+TEST_F(LevelDbTensorStoreTest, ValuesGivenUpAndCopiedInOneBatchLieInTheOrderPut) {
+  auto pattern = [](size_t n, int seed) {
+    std::string v(n, '\0');
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 131 + seed * 17) % 251);
+    return v;
+  };
+  const std::vector<std::pair<std::string, std::string>> t = {
+      {ValueKey("t", 5, "w", 9, "a"), pattern(3000, 1)},    // copied
+      {ValueKey("t", 5, "w", 9, "b"), pattern(200000, 2)},  // given up
+      {ValueKey("t", 5, "w", 9, "c"), pattern(4000, 3)},    // copied
+      {ValueKey("t", 5, "w", 9, "d"), pattern(5000, 4)},    // copied, joined to the one before
+      {ValueKey("t", 5, "w", 9, "e"), pattern(70000, 5)},   // given up
+  };
+  const std::string other = ValueKey("u", 5, "w", 9, "a");
+  const std::string other_value = pattern(90000, 6);
+  {
+    auto store = Open();
+    auto batch = store->NewBatch();
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (i == 1 || i == 4) {
+        batch->PutOwned(t[i].first, std::string(t[i].second));
+      } else {
+        batch->Put(t[i].first, t[i].second);
+      }
+    }
+    batch->PutOwned(other, std::string(other_value));
+    EXPECT_GE(batch->ApproximateSize(), 3000u + 200000 + 4000 + 5000 + 70000 + 90000);
+    ASSERT_TRUE(store->Write(batch.get(), true).ok());
+  }
+  std::string joined;
+  for (const auto& [k, v] : t) joined += v;
+  const auto files = ValueFiles(env_.get());
+  ASSERT_EQ(files.size(), 2u);
+  const std::string dir = std::string("/db/") + kValuesSubdir + "/";
+  EXPECT_TRUE(ReadWholeFile(env_.get(), dir + files[0]) == joined ||
+              ReadWholeFile(env_.get(), dir + files[1]) == joined);
+  auto store = Open();
+  for (const auto& [k, v] : t) {
+    for (auto got : {store->Get(k), store->GetBulk(k)}) {
+      ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+      EXPECT_TRUE(**got == v) << k;
+    }
+  }
+  auto got = store->Get(other);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+  EXPECT_TRUE(**got == other_value);
+}
+
 TEST_F(LevelDbTensorStoreTest, OpeningCreatesNoValueFileAndEachOpenWritesANewOne) {
   auto put = [&](LevelDbTensorStore* store, int i) {
     auto batch = store->NewBatch();

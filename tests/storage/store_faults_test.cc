@@ -123,6 +123,37 @@ TEST_F(StoreFaultsTest, FailedValueAppendsLeaveNoEmptyFiles) {
   EXPECT_EQ(Get(later), std::string(5000, 'c'));
 }
 
+// A batch's values given up (PutOwned) are appended one piece at a time: a
+// piece failing after others went through (half of it written) fails the
+// write as a whole, no key of it is visible, and the file, whose end is now
+// unknown, takes no more appends; what was written before and after reads back.
+TEST_F(StoreFaultsTest, AFailedPieceOfAWriteLeavesNoKeyAndNothingBeforeOrAfterIsHarmed) {
+  const std::string first = ValueKey("t", 0, "w", 1, "x");
+  ASSERT_TRUE(Put(first, std::string(5000, 'a')).ok());
+  const std::string k1 = ValueKey("t", 1, "w", 2, "x");
+  const std::string k2 = ValueKey("t", 1, "w", 2, "y");
+  const std::string k3 = ValueKey("t", 1, "w", 2, "z");
+  auto batch = store_->NewBatch();
+  batch->PutOwned(k1, std::string(6000, 'b'));
+  batch->Put(k2, std::string(3000, 'c'));
+  batch->PutOwned(k3, std::string(6000, 'd'));
+  env_.FailAppends(".vlog", 1, /*short_write=*/true, /*after=*/1);
+  EXPECT_FALSE(store_->Write(batch.get(), false).ok());
+  EXPECT_EQ(env_.appends_failed(), 1);
+  for (const auto& k : {k1, k2, k3}) EXPECT_EQ(Get(k), "absent") << k;
+  auto again = store_->NewBatch();
+  again->PutOwned(k1, std::string(6000, 'e'));
+  again->Put(k2, std::string(3000, 'f'));
+  again->PutOwned(k3, std::string(6000, 'g'));
+  ASSERT_TRUE(store_->Write(again.get(), true).ok());
+  EXPECT_EQ(ValueFiles().size(), 2u) << "the file with a torn piece took more appends";
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(Get(first), std::string(5000, 'a'));
+  EXPECT_EQ(Get(k1), std::string(6000, 'e'));
+  EXPECT_EQ(Get(k2), std::string(3000, 'f'));
+  EXPECT_EQ(Get(k3), std::string(6000, 'g'));
+}
+
 // A failed fsync of the value log fails the synced write; the next synced
 // write covers everything, and a power cut then loses nothing acknowledged.
 TEST_F(StoreFaultsTest, AFailedSyncIsNotAcknowledgedAndTheNextSyncCoversAll) {
