@@ -81,17 +81,18 @@ inline constexpr size_t kCommittedThroughOffset = 24;  // i64
 inline constexpr size_t kStreamsOpenedOffset = 32;     // u64: the writer's Push streams so far
 inline constexpr size_t kJournaledBytesOffset = 40;    // u64: bytes journaled so far
 inline constexpr size_t kDroppedRecordsOffset = 48;    // u64: records dropped (journal full)
-// u32 the client sets (non-zero) while it waits for room in the ring, with
-// FUTEX_WAIT on the low half of `consumed`: the agent then wakes it each time
-// it advances `consumed` (only when kFlagWakesRoomWaiters is set).
-inline constexpr size_t kRoomWaiterOffset = 56;
+// u64 the client sets while it waits for room in the ring (FUTEX_WAIT on
+// the low half of `consumed`): the ring position it needs `consumed` to
+// reach; 0 while it does not wait. The agent (with kFlagWakesRoomWaiters)
+// wakes it once `consumed` gets there, or when the writer fails.
+inline constexpr size_t kRoomWantedOffset = 56;
 // u32 length + bytes: why the collector asks to stop (written before the flag).
 inline constexpr size_t kStopReasonOffset = 64;
 inline constexpr size_t kMaxStopReasonBytes = 2048;
 inline constexpr uint32_t kFlagFailed = 1;
 inline constexpr uint32_t kFlagStopRequested = 2;
 inline constexpr uint32_t kFlagJournaling = 4;  // entries wait in the journal now
-// This agent wakes a client waiting for room (kRoomWaiterOffset); a client
+// This agent wakes a client waiting for room (kRoomWantedOffset); a client
 // without it (an older agent) polls `consumed` instead.
 inline constexpr uint32_t kFlagWakesRoomWaiters = 8;
 

@@ -384,7 +384,7 @@ absl::Status Session::HandleWrite(Message* message, bool own_fd) {
         record.set_data(std::string(region_->Bytes(kRegionHeaderBytes + offset, len)));
       consumed_ = pos + len;
       region_->StoreU64(kConsumedOffset, consumed_);
-      region_->WakeWaiters(kConsumedOffset, kRoomWaiterOffset);
+      region_->WakeWaiters(kConsumedOffset, consumed_, kRoomWantedOffset);
     }
   }
   EnsureWriter();
@@ -414,8 +414,8 @@ void Session::SetError(const absl::Status& status) {
   flags_ |= kFlagFailed;
   if (region_ != nullptr) {
     region_->StoreU32(kFlagsOffset, flags_);
-    // A client waiting for room learns of the failure now, not at its wait's end.
-    region_->WakeWaiters(kConsumedOffset, kRoomWaiterOffset);
+    // A client waiting for room learns of the failure now (mostly: see WakeWaiters).
+    region_->WakeWaiters(kConsumedOffset, consumed_, kRoomWantedOffset, /*always=*/true);
   }
 }
 

@@ -56,11 +56,13 @@ void SharedRegion::StoreU32(size_t offset, uint32_t value) {
                    __ATOMIC_RELEASE);
 }
 
-void SharedRegion::WakeWaiters(size_t offset, size_t waiter_offset) {
+void SharedRegion::WakeWaiters(size_t offset, uint64_t value, size_t wanted_offset, bool always) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  const uint32_t waiting = __atomic_load_n(
-      reinterpret_cast<const uint32_t*>(static_cast<char*>(base_) + waiter_offset), __ATOMIC_RELAXED);
-  if (waiting == 0) return;
+  const uint64_t wanted = __atomic_load_n(
+      reinterpret_cast<const uint64_t*>(static_cast<char*>(base_) + wanted_offset), __ATOMIC_RELAXED);
+  // Not after every value the client does not need to hear of (a step of
+  // many small values before a large one woke it once a value).
+  if (wanted == 0 || (!always && value < wanted)) return;
   // Shared (not FUTEX_PRIVATE_FLAG): the waiter is another process. Failure
   // is harmless: the client's wait is bounded and re-reads `consumed`.
   (void)syscall(SYS_futex, static_cast<char*>(base_) + offset, FUTEX_WAKE, INT_MAX, nullptr,

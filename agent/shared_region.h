@@ -39,12 +39,14 @@ class SharedRegion {
   // Stores into the header, visible to the client (release order).
   void StoreU64(size_t offset, uint64_t value);
   void StoreU32(size_t offset, uint32_t value);
-  // After a store of the u32 at `offset` (the low half of `consumed`): wakes
-  // the client's threads waiting on it (FUTEX_WAKE) when the client set the
-  // u32 at `waiter_offset`. A fence orders the store before the check, and
-  // FUTEX_WAIT re-checks the word, so a client that set it and then saw the
-  // old value is woken (or does not sleep).
-  void WakeWaiters(size_t offset, size_t waiter_offset);
+  // After a store of `value` into the u64 at `offset` (`consumed`): wakes the
+  // client's threads waiting (FUTEX_WAIT) on its low half when the u64 at
+  // `wanted_offset` is set and `value` reached it, or, with `always`, when it
+  // is set at all (the writer failed). A fence orders the store before the
+  // check, and FUTEX_WAIT re-reads the word after the client set `wanted`:
+  // a move of `value` is never missed (a wake-up with `always` and no move
+  // can be, and the client's sleep is bounded).
+  void WakeWaiters(size_t offset, uint64_t value, size_t wanted_offset, bool always = false);
 
  private:
   SharedRegion(int fd, void* base, uint64_t size) : fd_(fd), base_(base), size_(size) {}

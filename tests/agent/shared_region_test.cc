@@ -1,6 +1,6 @@
 // SharedRegion: the checks Map makes on what a client hands over, and the
 // wake-up of a client waiting for room in the ring (agent/handover.h,
-// kRoomWaiterOffset).
+// kRoomWantedOffset).
 #include "agent/shared_region.h"
 
 #include <fcntl.h>
@@ -52,13 +52,15 @@ class Client {
       : base_(static_cast<char*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))) {}
   ~Client() { munmap(base_, kBytes); }
   uint32_t* word(size_t offset) { return reinterpret_cast<uint32_t*>(base_ + offset); }
-  // Waits up to `timeout_ms` while `consumed`'s low half is `seen`; true if woken or changed.
-  bool Wait(uint32_t seen, long timeout_ms) {
-    __atomic_store_n(word(kRoomWaiterOffset), 1, __ATOMIC_SEQ_CST);
+  uint64_t* wanted() { return reinterpret_cast<uint64_t*>(base_ + kRoomWantedOffset); }
+  // Waits up to `timeout_ms` for `consumed` to reach `position`, while its
+  // low half is `seen`; true if woken (or it had moved), false at the timeout.
+  bool Wait(uint64_t position, uint32_t seen, long timeout_ms) {
+    __atomic_store_n(wanted(), position, __ATOMIC_SEQ_CST);
     timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000};
     const long r = syscall(SYS_futex, word(kConsumedOffset), FUTEX_WAIT, seen, &ts, nullptr, 0);
     const int err = errno;
-    __atomic_store_n(word(kRoomWaiterOffset), 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(wanted(), 0, __ATOMIC_SEQ_CST);
     return r == 0 || err == EAGAIN;
   }
 
@@ -73,19 +75,46 @@ TEST(SharedRegionTest, WakesAClientWaitingOnTheConsumedPosition) {
   close(fd);
   ASSERT_TRUE(region.ok()) << region.status();
   std::atomic<bool> woken{false};
+  std::atomic<bool> done{false};
   const auto start = std::chrono::steady_clock::now();
-  std::thread waiter([&] { woken = client.Wait(0, 10000); });
-  // Until the client flags itself, a store wakes nobody; then it does.
-  while (__atomic_load_n(client.word(kRoomWaiterOffset), __ATOMIC_SEQ_CST) == 0) {
+  // The client needs `consumed` at 8192; the agent moves it to 4096, then to 8192.
+  std::thread waiter([&] {
+    woken = client.Wait(8192, 0, 10000);
+    done = true;
+  });
+  while (__atomic_load_n(client.wanted(), __ATOMIC_SEQ_CST) == 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the client is asleep by now
   (*region)->StoreU64(kConsumedOffset, 4096);
-  (*region)->WakeWaiters(kConsumedOffset, kRoomWaiterOffset);
+  (*region)->WakeWaiters(kConsumedOffset, 4096, kRoomWantedOffset);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done) << "woken before `consumed` reached the position it waits for";
+  (*region)->StoreU64(kConsumedOffset, 8192);
+  (*region)->WakeWaiters(kConsumedOffset, 8192, kRoomWantedOffset);
   waiter.join();
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_TRUE(woken);
   EXPECT_LT(waited, std::chrono::seconds(5)) << "woken by its timeout, not by the agent";
+}
+
+TEST(SharedRegionTest, WakesAWaitingClientWhenTheWriterFails) {
+  const int fd = SealedMemfd(kBytes);
+  Client client(fd);
+  auto region = SharedRegion::Map(dup(fd), kBytes);
+  close(fd);
+  ASSERT_TRUE(region.ok()) << region.status();
+  std::atomic<bool> woken{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread waiter([&] { woken = client.Wait(8192, 0, 10000); });
+  while (__atomic_load_n(client.wanted(), __ATOMIC_SEQ_CST) == 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  (*region)->WakeWaiters(kConsumedOffset, 0, kRoomWantedOffset, /*always=*/true);
+  waiter.join();
+  EXPECT_TRUE(woken);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 TEST(SharedRegionTest, DoesNotWakeWithoutTheClientsFlag) {
@@ -94,8 +123,8 @@ TEST(SharedRegionTest, DoesNotWakeWithoutTheClientsFlag) {
   auto region = SharedRegion::Map(dup(fd), kBytes);
   close(fd);
   ASSERT_TRUE(region.ok()) << region.status();
-  // A waiter that did not flag itself sleeps through the agent's store
-  // (nothing is woken): it wakes at its 200 ms timeout only.
+  // A waiter that did not say what it waits for sleeps through the agent's
+  // store (nothing is woken): it wakes at its 200 ms timeout only.
   std::atomic<long> result{1};
   const auto start = std::chrono::steady_clock::now();
   std::thread waiter([&] {
@@ -103,7 +132,7 @@ TEST(SharedRegionTest, DoesNotWakeWithoutTheClientsFlag) {
     result = syscall(SYS_futex, client.word(kConsumedOffset), FUTEX_WAIT, 0, &ts, nullptr, 0);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  (*region)->WakeWaiters(kConsumedOffset, kRoomWaiterOffset);  // `consumed` unchanged: still 0
+  (*region)->WakeWaiters(kConsumedOffset, 0, kRoomWantedOffset, /*always=*/true);  // `consumed` unchanged: 0
   waiter.join();
   EXPECT_EQ(result, -1);  // ETIMEDOUT
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));

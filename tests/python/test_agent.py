@@ -358,6 +358,68 @@ def test_a_writer_waiting_for_room_sleeps_until_the_agent_moves(server, trial_ur
         assert np.array_equal(v, values[s]), s
 
 
+def _counting_futex(monkeypatch):
+    """Wraps FUTEX_WAIT to count its calls; returns the list of their results."""
+    real = _handover._futex()
+    if real is None:
+        pytest.skip(f"no futex here ({sys.platform}, {platform.machine()}): the wait polls")
+    calls = []
+
+    def counting(*args):
+        r = real(*args)
+        calls.append(r)
+        return r
+
+    monkeypatch.setattr(_handover, "_futex", lambda: counting)
+    return calls
+
+
+def test_a_waiting_writer_is_woken_when_its_room_is_free_not_at_every_value(server, trial_url, agent, monkeypatch):
+    """The agent wakes a writer waiting for room once its consumed position
+    reaches what the writer needs, not after every value it takes: a step of
+    150 small values, then one of 192 KiB, into a 256 KiB ring. Woken at
+    every value, the writer slept ~20 times a wait."""
+    calls = _counting_futex(monkeypatch)
+    w = Writer(trial_url, max_queue_bytes=512 << 10)  # a 256 KiB ring
+    small = np.ones(256, np.float32)
+    big = [np.full(48 << 10, s, np.float32) for s in range(20)]
+    for s in range(20):
+        for i in range(150):
+            w.write_tensor(f"s{i}", small, step=s)
+        w.write_tensor("big", big[s], step=s)
+        w.end_step(s)
+    stream = w._stream
+    w.close()
+    assert stream.room_waits >= 5, "the ring seldom filled: nothing to show"
+    assert stream.room_polls == 0
+    print(f"{len(calls)} sleeps in {stream.room_waits} waits")
+    assert len(calls) <= 6 * stream.room_waits, (len(calls), stream.room_waits)
+    got = create_trial(trial_url).tensor("big").values()
+    assert sorted(got) == list(range(20))
+    assert all(np.array_equal(v, big[s]) for s, v in got.items())
+
+
+def test_a_futex_that_fails_turns_the_wait_to_polling(server, trial_url, agent, monkeypatch):
+    """FUTEX_WAIT failing for good (ENOSYS here, from a syscall number the
+    kernel does not have; a seccomp filter's EPERM alike) does not make the
+    wait spin: the stream polls from then on, and every value arrives."""
+    calls = _counting_futex(monkeypatch)
+    monkeypatch.setattr(_handover, "_SYS_FUTEX", 100_000)
+    w = Writer(trial_url, max_queue_bytes=512 << 10)
+    values = [np.full(24 << 10, s, np.float32) for s in range(30)]
+    for s, v in enumerate(values):
+        w.write_tensor("x", v, step=s)
+        w.end_step(s)
+    stream = w._stream
+    w.close()
+    assert stream.room_waits >= 1
+    assert calls == [-1], calls  # one failure, then polling
+    assert stream.room_polls >= 1
+    got = create_trial(trial_url).tensor("x").values()
+    assert sorted(got) == list(range(30))
+    assert all(np.array_equal(v, values[s]) for s, v in got.items())
+
+
 def test_a_ring_the_agent_keeps_up_with_stays_in_the_pages_written_first(server, trial_url, agent, monkeypatch):
     """When the agent has taken everything, the next value goes to the ring's
     start (pages already written) rather than to pages never written, whose

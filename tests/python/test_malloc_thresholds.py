@@ -123,6 +123,9 @@ KEEP = textwrap.dedent(
         _malloc.reserve(len(data))  # what Tensor._decode does before splitting a message
         kept += _dtypes.split_wire(_dtypes.NATIVE_CODES[np.dtype(np.float32)], (1024,), data, 256)
     print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    with open("/proc/self/smaps_rollup") as f:
+        huge = [int(l.split()[1]) for l in f if l.startswith("AnonHugePages:")]
+    print(huge[0] if huge else -1)  # KiB of anonymous huge pages the process holds
     assert all(a.flags.owndata and a.flags.writeable for a in kept)
     assert all(np.array_equal(a, values[i // 256, i % 256]) for i, a in enumerate(kept))
     """
@@ -130,9 +133,11 @@ KEEP = textwrap.dedent(
 
 
 def _keep(mode):
+    """(page faults while keeping the values, KiB of huge pages held after)."""
     out = subprocess.run([sys.executable, "-c", KEEP, mode], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    return int(out.stdout.strip().splitlines()[-1])
+    faults, huge = out.stdout.strip().splitlines()[-2:]
+    return int(faults), int(huge)
 
 
 def test_values_kept_from_a_read_come_from_huge_pages():
@@ -148,8 +153,12 @@ def test_values_kept_from_a_read_come_from_huge_pages():
     if "[never]" in thp:
         pytest.skip(f"transparent huge pages are off here ({thp.strip()})")
     pages = 40 * 256 * 4096 // 4096
-    off = _keep("off")
+    off, huge_off = _keep("off")
     assert off >= pages * 3 // 4, f"{off} faults for {pages} pages kept without reserve(): nothing to show"
-    on = _keep("on")
-    # ~2,000-2,900 here (the blocks' first partial huge page, the arrays' headers), against ~10,600.
-    assert on < off // 3, (on, off)
+    on, huge = _keep("on")
+    # (numpy's own 40 MB array is in huge pages either way: numpy advises them for large arrays.)
+    if huge <= huge_off:
+        pytest.skip(f"the kernel gave reserve() no huge page ({on} faults against {off}): its memory is "
+                    "fragmented, or a container's settings forbid them")
+    # ~1,500-2,900 here (the blocks' first partial huge page, the arrays' headers), against ~10,300.
+    assert on < off // 3, (on, off, huge)

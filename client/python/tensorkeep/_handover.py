@@ -27,6 +27,7 @@ Thread safety: every public method may be called from any thread.
 
 import atexit
 import ctypes
+import errno
 import fcntl
 import functools
 import logging
@@ -54,7 +55,7 @@ PROTOCOL_VERSION = _agent.PROTOCOL_VERSION
 _OPEN, _WRITE, _WRITE_FD, _END_STEP, _FLUSH, _CLOSE, _SYNC, _BATCH = 1, 2, 3, 4, 5, 6, 7, 8
 _REPLY = 100
 HEADER_BYTES = 4096
-_CONSUMED, _FLAGS, _COMMITTED, _STREAMS, _JOURNALED, _DROPPED, _ROOM_WAITER, _STOP_REASON = 8, 16, 24, 32, 40, 48, 56, 64
+_CONSUMED, _FLAGS, _COMMITTED, _STREAMS, _JOURNALED, _DROPPED, _ROOM_WANTED, _STOP_REASON = 8, 16, 24, 32, 40, 48, 56, 64
 _FAILED, _STOP, _JOURNALING, _WAKES_ROOM_WAITERS = 1, 2, 4, 8
 MIN_RING_BYTES = 64 << 10
 MAX_RING_BYTES = 64 << 20
@@ -116,10 +117,20 @@ class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
-# SYS_futex by machine (the generic table's 98 for the newer architectures).
-_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98, "loongarch64": 98,
-              "ppc64le": 221, "ppc64": 221, "s390x": 238}.get(platform.machine())
+# SYS_futex of a 64-bit little-endian process by machine (the generic table's
+# 98 for the newer architectures). platform.machine() is the kernel's: a
+# 32-bit process on a 64-bit kernel (another table) polls instead, and so does
+# a big-endian one (the futex word is the low half of a u64).
+_SYS_FUTEX = (
+    {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98, "loongarch64": 98,
+     "ppc64le": 221}.get(platform.machine())
+    if struct.calcsize("P") == 8 and sys.byteorder == "little"
+    else None
+)
 _FUTEX_WAIT = 0  # shared (the waker is another process): no FUTEX_PRIVATE_FLAG
+# What FUTEX_WAIT may answer besides a wake-up; anything else (ENOSYS, EPERM
+# from a seccomp filter, ...) turns the waits of that stream to polling.
+_FUTEX_OK_ERRORS = (errno.EAGAIN, errno.ETIMEDOUT, errno.EINTR)
 
 
 @functools.lru_cache(maxsize=None)
@@ -218,6 +229,7 @@ class AgentStream:
         self._touched = 0  # ring offsets below this have been written (their pages are in)
         self.room_waits = 0  # values that waited for room in the ring
         self.room_polls = 0  # pauses of such waits spent polling (an agent that does not wake waiters)
+        self._futex_failed = False  # FUTEX_WAIT failed here: poll instead
         self._last_send = 0.0  # monotonic time of the last message sent
         # One request waits for its reply at a time. Lock order: _lock, then
         # _reply_lock (never the reverse); _lock is not held while waiting
@@ -417,7 +429,8 @@ class AgentStream:
         self.room_waits += 1
         end = time.monotonic() + _ROOM_POLL_S
         pause = _ROOM_PAUSE_FIRST_S
-        futex = _futex() if _U32.unpack_from(self._mm, _FLAGS)[0] & _WAKES_ROOM_WAITERS else None
+        wakes = _U32.unpack_from(self._mm, _FLAGS)[0] & _WAKES_ROOM_WAITERS
+        futex = _futex() if wakes and not self._futex_failed else None
         while True:
             consumed = self._consumed()
             if consumed >= consumed_at_least:
@@ -431,20 +444,27 @@ class AgentStream:
                 time.sleep(pause)
                 pause = min(2 * pause, _ROOM_PAUSE_MAX_S)
                 continue
-            # Sleeps until the agent moves its consumed position (it wakes
-            # the waiter it sees flagged after each move; FUTEX_WAIT returns
-            # at once if the position already moved since this read of it).
-            # Polling, each pause cost ~30 us of CPU and overshot the room by
-            # up to 1 ms: a step waiting for a busy agent slept 3-4 times.
-            _U32.pack_into(self._mm, _ROOM_WAITER, 1)
+            # Sleeps until the agent's consumed position reaches what this
+            # value needs: the agent wakes the waiter once it gets there (or
+            # the writer fails); FUTEX_WAIT returns at once if the position
+            # moved since this read of it. Polling, each pause cost ~30 us of
+            # CPU and overshot the room by up to 1 ms: a step waiting for a
+            # busy agent slept 3-4 times.
+            _Q.pack_into(self._mm, _ROOM_WANTED, consumed_at_least)
             try:
                 seen = self._consumed()
                 if seen < consumed_at_least:
                     left = min(left, _ROOM_SLEEP_MAX_S)
                     ts = _Timespec(int(left), int((left % 1) * 1e9))
-                    futex(_SYS_FUTEX, self._consumed_addr, _FUTEX_WAIT, seen & 0xFFFFFFFF, ctypes.byref(ts), None, 0)
+                    r = futex(_SYS_FUTEX, self._consumed_addr, _FUTEX_WAIT, seen & 0xFFFFFFFF, ctypes.byref(ts), None, 0)
+                    if r == -1 and ctypes.get_errno() not in _FUTEX_OK_ERRORS:
+                        err = ctypes.get_errno()
+                        self._futex_failed = True
+                        futex = None
+                        logger.warning("tensorkeep writer %s: waiting on the agent's position failed (%s); "
+                                       "polling it instead", self.worker, os.strerror(err))
             finally:
-                _U32.pack_into(self._mm, _ROOM_WAITER, 0)
+                _Q.pack_into(self._mm, _ROOM_WANTED, 0)
         self._request(_SYNC, 0, None)  # waits until the agent took everything sent
         self._room = self._consumed() + self._ring
 

@@ -42,7 +42,10 @@ VM (0.15-0.22 s); in huge pages, ~2,500 faults and 0.04-0.06 s. What glibc's
 process can only set in its environment at its start. The values stay each
 in its own block of ``malloc`` (nothing holds memory beyond what it keeps);
 the cost is at most one 16 MiB block faulted in and not yet used, which
-stays in the heap for later allocations.
+stays in the heap for later allocations. With the kernel's THP ``defrag``
+at ``madvise`` (its default), a fault in such a block may compact memory
+first: on a host whose memory is fragmented, that can take longer than the
+faults it saves.
 """
 
 import ctypes
@@ -150,23 +153,25 @@ def reserve(nbytes: int) -> None:
         if _headroom >= 0:
             return
         size = max(RESERVE_BYTES, nbytes + HUGE_PAGE)
+        # Counted as reserved even when nothing is done below: the next
+        # attempt comes a block later, not at every message.
         _headroom = size - nbytes
         if size + HUGE_PAGE >= MMAP_THRESHOLD:
             return  # malloc would map it apart from the heap
         # A heap whose top already holds this much free is left as it is:
-        # freeing the block there would give the whole top back to the
-        # kernel (the trim threshold), faulted pages included.
-        if libc.mallinfo2().keepcost + size + HUGE_PAGE >= TRIM_THRESHOLD:
+        # freeing the block there would give the whole top, but glibc's top
+        # pad, back to the kernel (the trim threshold), faulted pages included.
+        if libc.mallinfo2().keepcost + size + 2 * HUGE_PAGE >= TRIM_THRESHOLD:
             return
         p = libc.malloc(size + HUGE_PAGE)
         if not p:
             return
         try:
+            # The block's whole huge pages only (the memory around it is not
+            # ours to advise); the partial one at its end is in the next block.
             start = (p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
-            end = (p + size + 2 * HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
+            end = (p + size + HUGE_PAGE) & ~(HUGE_PAGE - 1)
             libc.madvise(start, end - start, _MADV_HUGEPAGE)  # a hint: refused, pages are 4 KiB
-            # Up to the last whole huge page: the next block starts in the
-            # partial one and faults it in whole.
-            ctypes.memset(p, 0, ((p + size + HUGE_PAGE) & ~(HUGE_PAGE - 1)) - p)
+            ctypes.memset(p, 0, end - p)
         finally:
             libc.free(p)
