@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <thread>
 
 #include "agent/handover.h"
@@ -68,71 +69,77 @@ class Client {
   char* base_;
 };
 
-TEST(SharedRegionTest, WakesAClientWaitingOnTheConsumedPosition) {
-  const int fd = SealedMemfd(kBytes);
-  Client client(fd);
-  auto region = SharedRegion::Map(dup(fd), kBytes);
-  close(fd);
-  ASSERT_TRUE(region.ok()) << region.status();
-  std::atomic<bool> woken{false};
-  std::atomic<bool> done{false};
-  const auto start = std::chrono::steady_clock::now();
-  // The client needs `consumed` at 8192; the agent moves it to 4096, then to 8192.
-  std::thread waiter([&] {
-    woken = client.Wait(8192, 0, 10000);
-    done = true;
-  });
-  while (__atomic_load_n(client.wanted(), __ATOMIC_SEQ_CST) == 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+// A region mapped as the agent maps it, a client mapping the same memfd,
+// and a client thread waiting for `consumed` to reach 8192.
+class RoomWaitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const int fd = SealedMemfd(kBytes);
+    client_ = std::make_unique<Client>(fd);
+    auto region = SharedRegion::Map(dup(fd), kBytes);
+    close(fd);
+    ASSERT_TRUE(region.ok()) << region.status();
+    region_ = std::move(*region);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the client is asleep by now
-  (*region)->StoreU64(kConsumedOffset, 4096);
-  (*region)->WakeWaiters(kConsumedOffset, 4096, kRoomWantedOffset);
+  void TearDown() override {
+    if (waiter_.joinable()) waiter_.join();
+  }
+  // Starts the waiter (10 s timeout) and returns once it is asleep.
+  void StartWaiter() {
+    start_ = std::chrono::steady_clock::now();
+    waiter_ = std::thread([this] {
+      woken_ = client_->Wait(8192, 0, 10000);
+      done_ = true;
+    });
+    while (__atomic_load_n(client_->wanted(), __ATOMIC_SEQ_CST) == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep by now
+  }
+  // Joins the waiter; expects it woken, well before its timeout.
+  void ExpectWoken() {
+    waiter_.join();
+    EXPECT_TRUE(woken_);
+    EXPECT_LT(std::chrono::steady_clock::now() - start_, std::chrono::seconds(5))
+        << "woken by its timeout, not by the agent";
+  }
+
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<SharedRegion> region_;
+  std::thread waiter_;
+  std::atomic<bool> woken_{false};
+  std::atomic<bool> done_{false};
+  std::chrono::steady_clock::time_point start_;
+};
+
+TEST_F(RoomWaitTest, WakesAClientOnceTheConsumedPositionReachesWhatItWants) {
+  StartWaiter();
+  region_->StoreU64(kConsumedOffset, 4096);
+  region_->WakeWaiters(kConsumedOffset, 4096, kRoomWantedOffset);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(done) << "woken before `consumed` reached the position it waits for";
-  (*region)->StoreU64(kConsumedOffset, 8192);
-  (*region)->WakeWaiters(kConsumedOffset, 8192, kRoomWantedOffset);
-  waiter.join();
-  const auto waited = std::chrono::steady_clock::now() - start;
-  EXPECT_TRUE(woken);
-  EXPECT_LT(waited, std::chrono::seconds(5)) << "woken by its timeout, not by the agent";
+  EXPECT_FALSE(done_) << "woken before `consumed` reached the position it waits for";
+  region_->StoreU64(kConsumedOffset, 8192);
+  region_->WakeWaiters(kConsumedOffset, 8192, kRoomWantedOffset);
+  ExpectWoken();
 }
 
-TEST(SharedRegionTest, WakesAWaitingClientWhenTheWriterFails) {
-  const int fd = SealedMemfd(kBytes);
-  Client client(fd);
-  auto region = SharedRegion::Map(dup(fd), kBytes);
-  close(fd);
-  ASSERT_TRUE(region.ok()) << region.status();
-  std::atomic<bool> woken{false};
-  const auto start = std::chrono::steady_clock::now();
-  std::thread waiter([&] { woken = client.Wait(8192, 0, 10000); });
-  while (__atomic_load_n(client.wanted(), __ATOMIC_SEQ_CST) == 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  (*region)->WakeWaiters(kConsumedOffset, 0, kRoomWantedOffset, /*always=*/true);
-  waiter.join();
-  EXPECT_TRUE(woken);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+TEST_F(RoomWaitTest, WakesAWaitingClientWhenTheWriterFails) {
+  StartWaiter();
+  region_->WakeWaiters(kConsumedOffset, 0, kRoomWantedOffset, /*always=*/true);
+  ExpectWoken();
 }
 
-TEST(SharedRegionTest, DoesNotWakeWithoutTheClientsFlag) {
-  const int fd = SealedMemfd(kBytes);
-  Client client(fd);
-  auto region = SharedRegion::Map(dup(fd), kBytes);
-  close(fd);
-  ASSERT_TRUE(region.ok()) << region.status();
+TEST_F(RoomWaitTest, DoesNotWakeAClientThatWantsNothing) {
   // A waiter that did not say what it waits for sleeps through the agent's
-  // store (nothing is woken): it wakes at its 200 ms timeout only.
+  // wake-up (nothing is woken): it wakes at its 200 ms timeout only.
   std::atomic<long> result{1};
   const auto start = std::chrono::steady_clock::now();
   std::thread waiter([&] {
     timespec ts{0, 200 * 1000000L};
-    result = syscall(SYS_futex, client.word(kConsumedOffset), FUTEX_WAIT, 0, &ts, nullptr, 0);
+    result = syscall(SYS_futex, client_->word(kConsumedOffset), FUTEX_WAIT, 0, &ts, nullptr, 0);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  (*region)->WakeWaiters(kConsumedOffset, 0, kRoomWantedOffset, /*always=*/true);  // `consumed` unchanged: 0
+  region_->WakeWaiters(kConsumedOffset, 0, kRoomWantedOffset, /*always=*/true);  // `consumed` unchanged: 0
   waiter.join();
   EXPECT_EQ(result, -1);  // ETIMEDOUT
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
