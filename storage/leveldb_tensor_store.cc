@@ -59,7 +59,6 @@ class LevelDbBatch : public TensorStore::Batch {
       AddValue(&lane, key, value);
       if (!lane.copy_tail) {
         lane.pieces.emplace_back();
-        if (&lane == &lanes_.front() && lane.pieces.size() == 1) lane.pieces.back().reserve(reserve_);
         lane.copy_tail = true;
       }
       lane.pieces.back().append(value);
@@ -81,8 +80,6 @@ class LevelDbBatch : public TensorStore::Batch {
     if (IsValueKey(key)) deleted_values_.emplace_back(key);
   }
   size_t ApproximateSize() const override { return index_.ApproximateSize() + value_bytes_; }
-  // The first lane's (a batch is one trial's but for tests and merges).
-  void Reserve(size_t value_bytes) override { reserve_ += value_bytes; }
 
   // The values to append to the value log, by lane.
   std::vector<Lane>& lanes() { return lanes_; }
@@ -124,7 +121,6 @@ class LevelDbBatch : public TensorStore::Batch {
 
   leveldb::WriteBatch index_;
   bool index_used_ = false;
-  size_t reserve_ = 0;
   size_t value_bytes_ = 0;
   std::vector<Lane> lanes_;
   std::vector<std::string> deleted_values_;

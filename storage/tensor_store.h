@@ -41,9 +41,6 @@ class TensorStore {
     virtual void Delete(std::string_view key) = 0;
     // Bytes of keys and values held; used for flow control.
     virtual size_t ApproximateSize() const = 0;
-    // A hint: about this many bytes of values are still to be Put, so that
-    // the batch can make room once instead of growing (and copying) in steps.
-    virtual void Reserve(size_t value_bytes) { (void)value_bytes; }
   };
 
   virtual ~TensorStore() = default;

@@ -457,8 +457,8 @@ class AgentStream:
                     left = min(left, _ROOM_SLEEP_MAX_S)
                     ts = _Timespec(int(left), int((left % 1) * 1e9))
                     r = futex(_SYS_FUTEX, self._consumed_addr, _FUTEX_WAIT, seen & 0xFFFFFFFF, ctypes.byref(ts), None, 0)
-                    if r == -1 and ctypes.get_errno() not in _FUTEX_OK_ERRORS:
-                        err = ctypes.get_errno()
+                    err = ctypes.get_errno() if r == -1 else 0
+                    if err and err not in _FUTEX_OK_ERRORS:
                         self._futex_failed = True
                         futex = None
                         logger.warning("tensorkeep writer %s: waiting on the agent's position failed (%s); "
