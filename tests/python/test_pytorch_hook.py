@@ -1089,6 +1089,56 @@ class TestHookAgainstCollector:
         hook.close()
         assert trial.steps() == [0, 1, 2, 3]
 
+    def test_a_saving_step_after_a_quiet_spell_is_one_message_to_the_agent(self, trial_url, open_trial, monkeypatch):
+        """Saving one step in several, each saving step starts after a quiet
+        spell. Its writes still wait for its end_step (the hook ends every
+        step it writes in): one message, one wake-up of the agent, a saving
+        step, not one for its first tensor and one for the rest."""
+        from tensorkeep import _handover
+
+        sent: List[List[int]] = []  # the kinds of each message sent, a Batch's inner ones after it
+        real = _handover.AgentStream._send
+
+        def recording(self, message, fd=None):
+            kinds = [int.from_bytes(message[:4], "little")]
+            if kinds[0] == _handover._BATCH:
+                count, at = int.from_bytes(message[4:8], "little"), 8
+                for _ in range(count):
+                    n = int.from_bytes(message[at : at + 4], "little")
+                    kinds.append(int.from_bytes(message[at + 4 : at + 8], "little"))
+                    at += 4 + n
+            sent.append(kinds)
+            return real(self, message, fd)
+
+        hook = tkp.Hook(trial_url, save_config=tkp.SaveConfig(save_interval=3), include_collections=ALL4)
+        model, loss_fn = _mlp(), torch.nn.MSELoss()
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(4, 8), torch.randn(4, 3)
+        monkeypatch.setattr(_handover.AgentStream, "_send", recording)
+        weights: Dict[int, np.ndarray] = {}
+        for step in range(7):
+            time.sleep(2 * _handover._BATCH_IDLE_S)  # a quiet spell before every step
+            if step % 3 == 0:
+                weights[step] = model[0].weight.detach().numpy().copy()
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+        time.sleep(2 * _handover._BATCH_IDLE_S)
+        loss_fn(model(x), y)  # step 7 starts: step 6 ends
+        n_sent = len(sent)
+        hook.close()
+        # Steps 0, 3 and 6 saved 4 parameters, 4 gradients and the loss each.
+        assert n_sent == 3, sent
+        for kinds in sent[:n_sent]:
+            assert kinds[0] == _handover._BATCH and kinds[-1] == _handover._END_STEP, kinds
+            assert kinds.count(_handover._WRITE) == 9, kinds
+        trial = open_trial(trial_url)
+        assert trial.steps() == [0, 3, 6]
+        for step, w in weights.items():
+            np.testing.assert_array_equal(trial.tensor("Sequential_0.weight").value(step), w)
+
     def test_should_stop_follows_a_rule_with_the_stop_action(self, trial_url, open_trial):
         hook = tkp.Hook(trial_url, save_config=tkp.SaveConfig(save_interval=1), include_collections=["losses", "gradients"])
         model, loss_fn = _mlp(), torch.nn.CrossEntropyLoss()

@@ -451,3 +451,30 @@ def test_the_ranks_of_a_node_share_one_connection(server, trial_name, own_agent)
     trial = create_trial(url)
     assert trial.workers() == [f"worker_{r}" for r in range(8)]
     assert trial.steps() == [0, 1, 2]
+
+
+def test_an_isolated_write_goes_to_the_agent_at_once(fake, own_agent, monkeypatch):
+    # A Writer's write after a quiet spell is not held back for an end_step
+    # that may not come soon (the hook, which ends every step it writes in,
+    # holds its writes: test_pytorch_hook.py).
+    from tensorkeep import _handover
+    sent = []
+    real = _handover.AgentStream._send
+
+    def counting(self, message, fd=None):
+        sent.append(int.from_bytes(message[:4], "little"))
+        return real(self, message, fd)
+
+    own_agent()
+    w = Writer(fake.url("t"))
+    w.write_tensor("warm", np.zeros(4, np.float32), step=0)
+    w.end_step(0)
+    monkeypatch.setattr(_handover.AgentStream, "_send", counting)
+    time.sleep(2 * _handover._BATCH_IDLE_S)
+    w.write_tensor("alone", np.full(1000, 7, np.float32), step=1)
+    assert sent == [_handover._BATCH], sent  # sent before any end_step, flush or close
+    w.write_tensor("next", np.full(1000, 8, np.float32), step=1)
+    assert len(sent) == 1, sent  # the next one waits for the step's end
+    w.flush()
+    assert np.array_equal(arrays_of(fake, "alone")[1], np.full(1000, 7, np.float32))
+    w.close()

@@ -298,6 +298,12 @@ class Writer:
 
         return write
 
+    def _hold_writes_until_end_step(self) -> None:
+        """For a caller that ends every step it writes in (the PyTorch hook):
+        a write after a quiet spell waits for the step's end_step too, instead
+        of going to the agent at once (one wake-up of the agent a step)."""
+        self._stream.hold_writes = True
+
     def _steps_field(self, step: int, mode_step: int) -> bytes:
         """The encoded step fields of a record, made once a step (every tensor
         of a step has the same)."""

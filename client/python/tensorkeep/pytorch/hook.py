@@ -449,6 +449,11 @@ class Hook:
             self._writer = _make_writer(
                 self.out_dir, self.worker, self.num_workers, max_stall_seconds=self.max_stall_seconds
             )
+            # Every step the hook writes in ends at the next step's start (or
+            # close): its writes go with the end_step, in one message.
+            hold = getattr(self._writer, "_hold_writes_until_end_step", None)
+            if hold is not None:
+                hold()
             # The hook's exit handler must run before the writer's (atexit runs
             # the last registered first), so that it may end the training.
             atexit.unregister(self._atexit)
