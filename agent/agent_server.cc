@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/deadline.h"
 #include "agent/handover.h"
+#include "agent/heap.h"
 #include "agent/journal_replay.h"
 #include "agent/session.h"
 #include "spdlog/spdlog.h"
@@ -28,6 +29,7 @@ namespace agent {
 namespace {
 
 constexpr int kAcceptPollMs = 200;
+constexpr std::chrono::seconds kReturnHeapAfter{2};
 
 absl::Status Errno(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -137,6 +139,10 @@ void AgentServer::Serve() {
   for (auto& [key, paths] : by_writer) {
     Spawn([this, paths = std::move(paths)](uint64_t) { ReplayLeftovers(paths); });
   }
+  // The heap's free memory goes back once no writer has been left for a
+  // while (agent/heap.h), not between one writer and the next.
+  bool heap_returned = true;
+  Clock::time_point writer_seen = Clock::now();
   while (!stopping_.load()) {
     pollfd p{listen_fd_, POLLIN, 0};
     const int ready = poll(&p, 1, kAcceptPollMs);
@@ -146,7 +152,8 @@ void AgentServer::Serve() {
     }
     if (ready > 0) Accept();
     Reap();
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool no_writer = sessions_.empty();
     // Orphans (their training process gone) do not keep the agent running.
     if (sessions_.size() > orphans_.load()) {
       idle_since = Clock::now();
@@ -155,6 +162,16 @@ void AgentServer::Serve() {
                    options_.idle_exit_seconds) {
       spdlog::info("no training process for {} s: exiting", options_.idle_exit_seconds);
       break;
+    }
+    lock.unlock();
+    if (!no_writer) {
+      heap_returned = false;
+      writer_seen = Clock::now();
+    } else if (!heap_returned && Clock::now() - writer_seen >= kReturnHeapAfter) {
+      heap_returned = true;
+      const size_t bytes = ReturnFreedMemory();
+      spdlog::debug("no writer for {} s: gave back up to {} MB of freed memory",
+                    std::chrono::duration<double>(kReturnHeapAfter).count(), bytes >> 20);
     }
   }
   // No new clients; the sessions end when their clients close or go away,

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "agent/agent_server.h"
+#include "agent/heap.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -80,6 +81,8 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread: the values copied out of the rings reuse freed memory.
+  const bool heap_kept = tensorkeep::agent::KeepFreedMemoryForReuse();
   tensorkeep::agent::AgentOptions options;
   bool daemonize = false;
   std::string log_level = "info";
@@ -187,6 +190,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (!heap_kept) spdlog::warn("glibc refused the agent's malloc thresholds (mallopt): using its defaults");
   tensorkeep::agent::AgentServer server(options);
   auto bound = server.Bind();
   if (!bound.ok()) {

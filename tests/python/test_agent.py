@@ -534,3 +534,30 @@ def test_a_value_starting_a_new_lap_waits_only_for_what_was_sent(server, trial_u
     trial = create_trial(trial_url)
     for name, value in (("a", a), ("b", b), ("c", c)):
         assert np.array_equal(trial.tensor(name).value(0), value), name
+
+
+def _rss_anon_kb(pid: int) -> int:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no RssAnon in /proc/{pid}/status")
+
+
+def test_the_agent_gives_freed_memory_back_once_no_writer_is_left(server, trial_url, agent):
+    """The agent keeps the memory of the values it pushed for reuse while
+    writers come and go (agent/heap.h: no page fault per page at every value),
+    and gives it back once no writer has been left for 2 s."""
+    before = _rss_anon_kb(agent.proc.pid)
+    w = Writer(trial_url, max_queue_bytes=128 << 20)
+    value = np.ones(1 << 18, np.float32)  # 1 MiB
+    for step in range(64):
+        w.write_tensor("w", value * step, step=step)
+        w.end_step(step)
+    w.flush()
+    held = _rss_anon_kb(agent.proc.pid)
+    w.close()
+    assert held - before >= 8 << 10, f"the agent held {held - before} kB of values: the test cannot tell"
+    wait_until(lambda: _rss_anon_kb(agent.proc.pid) - before < 2 << 10, timeout=15.0,
+               what=f"the agent's memory to go back (held {held - before} kB over its start)")
+    got = create_trial(trial_url).tensor("w").values()
+    assert sorted(got) == list(range(64)) and np.array_equal(got[63], value * 63)
