@@ -19,9 +19,9 @@
 #include "absl/strings/str_format.h"
 #include "agent/deadline.h"
 #include "agent/handover.h"
-#include "agent/heap.h"
 #include "agent/journal_replay.h"
 #include "agent/session.h"
+#include "base/process_tuning.h"
 #include "spdlog/spdlog.h"
 
 namespace tensorkeep {
@@ -140,7 +140,8 @@ void AgentServer::Serve() {
     Spawn([this, paths = std::move(paths)](uint64_t) { ReplayLeftovers(paths); });
   }
   // The heap's free memory goes back once no writer has been left for a
-  // while (agent/heap.h), not between one writer and the next.
+  // while (base/process_tuning.h, kReturnWhenAsked), not between one writer
+  // and the next.
   bool heap_returned = true;
   Clock::time_point writer_seen = Clock::now();
   while (!stopping_.load()) {
@@ -169,7 +170,7 @@ void AgentServer::Serve() {
       writer_seen = Clock::now();
     } else if (!heap_returned && Clock::now() - writer_seen >= kReturnHeapAfter) {
       heap_returned = true;
-      const size_t bytes = ReturnFreedMemory();
+      const size_t bytes = tensorkeep::ReturnFreedMemory();
       spdlog::debug("no writer for {} s: gave back up to {} MB of freed memory",
                     std::chrono::duration<double>(kReturnHeapAfter).count(), bytes >> 20);
     }

@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "agent/agent_server.h"
-#include "agent/heap.h"
+#include "base/process_tuning.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -81,8 +81,9 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before any thread: the values copied out of the rings reuse freed memory.
-  const bool heap_kept = tensorkeep::agent::KeepFreedMemoryForReuse();
+  // Before any thread: the values copied out of the rings reuse freed memory
+  // until no writer is left (AgentServer::Serve gives it back).
+  const bool tuned = tensorkeep::TuneProcessForLargeBuffers(tensorkeep::FreedMemory::kReturnWhenAsked);
   tensorkeep::agent::AgentOptions options;
   bool daemonize = false;
   std::string log_level = "info";
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  if (!heap_kept) spdlog::warn("glibc refused the agent's malloc thresholds (mallopt): using its defaults");
+  if (!tuned) spdlog::warn("glibc refused a malloc setting (mallopt): using its default");
   tensorkeep::agent::AgentServer server(options);
   auto bound = server.Bind();
   if (!bound.ok()) {

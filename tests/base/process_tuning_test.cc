@@ -1,7 +1,8 @@
-// agent/heap.h: memory the agent frees is reused without page faults, and
-// goes back to the system when asked. Faults are counted (getrusage), as the
-// cost they stand for: ~13 us each on the reference VM.
-#include "agent/heap.h"
+// base/process_tuning.h, FreedMemory::kReturnWhenAsked (the agent's): memory
+// freed is reused without page faults, and goes back to the system when
+// asked. Faults are counted (getrusage), as the cost they stand for: ~13 us
+// each on the reference VM.
+#include "base/process_tuning.h"
 
 #include <malloc.h>
 #include <sys/resource.h>
@@ -13,7 +14,6 @@
 #include "gtest/gtest.h"
 
 namespace tensorkeep {
-namespace agent {
 namespace {
 
 constexpr size_t kBlock = size_t{1} << 20;  // a value of 1 MiB
@@ -45,7 +45,7 @@ long FaultsOfASecondRound() {
   return faults;
 }
 
-TEST(HeapTest, FreedValuesAreReusedWithoutPageFaultsAndGoBackWhenAsked) {
+TEST(ProcessTuningTest, FreedValuesAreReusedWithoutPageFaultsAndGoBackWhenAsked) {
   // glibc's starting thresholds (128 KiB each): every 1 MiB value a mapping
   // of its own, faulted in page by page each time.
   ASSERT_EQ(mallopt(M_MMAP_THRESHOLD, 128 << 10), 1);
@@ -53,7 +53,7 @@ TEST(HeapTest, FreedValuesAreReusedWithoutPageFaultsAndGoBackWhenAsked) {
   const long with_defaults = FaultsOfASecondRound();
   EXPECT_GT(with_defaults, kPages / 2) << "the control did not fault: the test cannot tell";
 
-  ASSERT_TRUE(KeepFreedMemoryForReuse());
+  ASSERT_TRUE(TuneProcessForLargeBuffers(FreedMemory::kReturnWhenAsked));
   (void)FaultsOfASecondRound();  // the first round grows the heap once
   const long kept = FaultsOfASecondRound();
   EXPECT_LT(kept, kPages / 50) << "with defaults: " << with_defaults;
@@ -72,5 +72,4 @@ TEST(HeapTest, FreedValuesAreReusedWithoutPageFaultsAndGoBackWhenAsked) {
 }
 
 }  // namespace
-}  // namespace agent
 }  // namespace tensorkeep
