@@ -376,10 +376,8 @@ def test_whole_queued_steps_are_coalesced_into_one_message_and_one_end_step(fake
     w.close()
 
 
-def test_a_step_is_handed_over_to_the_agent_in_one_message(fake, own_agent, monkeypatch):
-    # The training process makes one system call a step (one wake-up of the
-    # agent), not one a tensor: the step's Writes go as one Batch with its
-    # EndStep. Counted on the socket, then checked at the collector.
+def _count_sends(monkeypatch) -> list:
+    """From now on, the kind of each message a writer sends to its agent."""
     from tensorkeep import _handover
     sent = []
     real = _handover.AgentStream._send
@@ -389,6 +387,15 @@ def test_a_step_is_handed_over_to_the_agent_in_one_message(fake, own_agent, monk
         return real(self, message, fd)
 
     monkeypatch.setattr(_handover.AgentStream, "_send", counting)
+    return sent
+
+
+def test_a_step_is_handed_over_to_the_agent_in_one_message(fake, own_agent, monkeypatch):
+    # The training process makes one system call a step (one wake-up of the
+    # agent), not one a tensor: the step's Writes go as one Batch with its
+    # EndStep. Counted on the socket, then checked at the collector.
+    from tensorkeep import _handover
+    sent = _count_sends(monkeypatch)
     own_agent()
     w = Writer(fake.url("t"))
     vals = {f"t{i}": np.full(1000, i, np.float32) for i in range(9)}
@@ -458,18 +465,11 @@ def test_an_isolated_write_goes_to_the_agent_at_once(fake, own_agent, monkeypatc
     # that may not come soon (the hook, which ends every step it writes in,
     # holds its writes: test_pytorch_hook.py).
     from tensorkeep import _handover
-    sent = []
-    real = _handover.AgentStream._send
-
-    def counting(self, message, fd=None):
-        sent.append(int.from_bytes(message[:4], "little"))
-        return real(self, message, fd)
-
     own_agent()
     w = Writer(fake.url("t"))
     w.write_tensor("warm", np.zeros(4, np.float32), step=0)
     w.end_step(0)
-    monkeypatch.setattr(_handover.AgentStream, "_send", counting)
+    sent = _count_sends(monkeypatch)
     time.sleep(2 * _handover._BATCH_IDLE_S)
     w.write_tensor("alone", np.full(1000, 7, np.float32), step=1)
     assert sent == [_handover._BATCH], sent  # sent before any end_step, flush or close
