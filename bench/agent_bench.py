@@ -201,7 +201,7 @@ def main() -> int:
         address = start_services(args.bin_dir, work, other_cpu, os.environ, procs)
         threading_note = f"training on CPU 0, collector and agent on CPU {other_cpu}"
         os.sched_setaffinity(0, {0})
-        rc = bench(args, address, work, threading_note)
+        rc = bench(args, address, work, threading_note, procs)
         if rc == 0 and "in-process" in args.peers:
             in_process_writer(args, address)
         return rc
@@ -232,7 +232,15 @@ def in_process_writer(args, address: str) -> None:
     print(out.stdout.strip(), flush=True)
 
 
-def bench(args, address: str, work: str, note: str) -> int:
+def proc_usage(pid: int) -> "tuple[float, int]":
+    """A process's CPU seconds (user + system) and minor page faults so far
+    (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
+
+
+def bench(args, address: str, work: str, note: str, procs: List[subprocess.Popen]) -> int:
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     smd = None
     if "smdebug" in configs:
@@ -245,8 +253,13 @@ def bench(args, address: str, work: str, note: str) -> int:
         import base_package
 
         base = base_package.load(args.base, work)
+    # What the other CPU's processes (the collector, then the agent) spend
+    # over the whole run: the agent's page faults showed its heap given back
+    # and faulted in again at every step (docs/performance.md, R11).
+    usage0 = [proc_usage(p.pid) for p in procs]
     runs = interleave.run(configs, address, work, smd, args.rounds, args.block_steps, args.block_warmup,
                           args.warmup, depth=args.depth, base=base)
+    usage = [(c1 - c0, f1 - f0) for (c0, f0), (c1, f1) in zip(usage0, (proc_usage(p.pid) for p in procs))]
     results = {c: runs[c].figures() for c in configs}
 
     med = lambda c, k: results[c][k]  # noqa: E731
@@ -313,6 +326,12 @@ def bench(args, address: str, work: str, note: str) -> int:
         print(f"agent 100: {100 * out['agent_100_amortized_overhead_ms'] / out['no_hook_ms']:+.2f} % over no hook "
               "(the typical step's overhead plus the saving steps' excess spread over every step; target <= 1 %); "
               f"the mean over rounds: {100 * out['agent_100_mean_overhead_ms'] / out['no_hook_mean_ms']:+.2f} %")
+    for name, (cpu_s, faults) in zip(("collector", "agent"), usage):
+        out[f"{name}_cpu_s"] = cpu_s
+        out[f"{name}_faults"] = faults
+    print(f"the other CPU over the whole run (every configuration, untimed drains included): collector "
+          f"{out['collector_cpu_s']:.2f} s of CPU and {out['collector_faults']} page faults, agent "
+          f"{out['agent_cpu_s']:.2f} s and {out['agent_faults']} page faults")
     print(json.dumps(out))
     return 0
 

@@ -63,6 +63,9 @@ def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
     # in place (0 if the hook went past the wrapped stream methods).
     assert figures["snapshot_floor_ms"] > 0
     assert figures["handover_thread_cpu_ms"] > 0
+    # The other CPU's processes: the agent and the collector did the pushing.
+    assert figures["agent_cpu_s"] > 0 and figures["collector_cpu_s"] > 0
+    assert figures["agent_faults"] >= 0 and figures["collector_faults"] >= 0
     if head is not None:
         assert math.isfinite(figures["agent_minus_base_cpu_ms"])
         assert any(line.startswith("agent - agent @base") for line in lines)
