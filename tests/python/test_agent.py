@@ -546,8 +546,8 @@ def _rss_anon_kb(pid: int) -> int:
 def test_the_agent_gives_freed_memory_back_once_no_writer_is_left(server, trial_url, agent):
     """The agent keeps the memory of the values it pushed for reuse while
     writers come and go (base/process_tuning.h, kReturnWhenAsked: no page
-    fault per page at every value),
-    and gives it back once no writer has been left for 2 s."""
+    fault per page at every value), and gives it back once no writer has
+    been left for 2 s."""
     before = _rss_anon_kb(agent.proc.pid)
     w = Writer(trial_url, max_queue_bytes=128 << 20)
     value = np.ones(1 << 18, np.float32)  # 1 MiB
