@@ -122,22 +122,33 @@ TEST_F(NotifyTest, WaitersOnOneTrialDoNotSlowCommitsOfAnother) {
   ASSERT_TRUE(Eventually([&] { return trial_a->watchers() == kWaiters; }))
       << trial_a->watchers() << " waiters registered";
   // A measurement counts only if trial a committed meanwhile (on a loaded
-  // machine its feeder may not get the CPU during one round).
+  // machine its feeder may not get the CPU during one round). The best of up
+  // to three such rounds is kept: the regression this guards against slowed
+  // every flush (748 ms against 0.9), while a burst of other tests' fsyncs on
+  // CI's two cores slows one round, not three in a row.
+  const double limit = 5 * without + 20;
   double with = 0;
   uint64_t commits_during = 0;
-  for (int round = 0; round < 10 && commits_during == 0; ++round) {
+  int counted = 0;
+  for (int round = 0; round < 10 && counted < 3 && !(counted > 0 && with < limit); ++round) {
     const uint64_t commits_before = a_commits.load();
-    with = MedianFlushMs(b.get(), &b_step, kFlushes);
-    commits_during = a_commits.load() - commits_before;
+    const double ms = MedianFlushMs(b.get(), &b_step, kFlushes);
+    const uint64_t commits = a_commits.load() - commits_before;
+    if (commits == 0) continue;
+    if (counted == 0 || ms < with) with = ms;
+    commits_during += commits;
+    ++counted;
   }
   stop.store(true);
   feeder.join();
   std::printf(
       "flush latency of trial b (median of %d): %.2f ms without waiters, %.2f ms with %d "
-      "waiters x %zu steps on trial a (%llu commits of a meanwhile)\n",
-      kFlushes, without, with, kWaiters, kSteps, static_cast<unsigned long long>(commits_during));
+      "waiters x %zu steps on trial a (best of %d rounds; %llu commits of a meanwhile)\n",
+      kFlushes, without, with, kWaiters, kSteps, counted,
+      static_cast<unsigned long long>(commits_during));
   EXPECT_GT(commits_during, 0u) << "trial a did not commit while b was measured";
-  EXPECT_LT(with, 5 * without + 20) << "waiters on trial a slowed trial b's commits";
+  EXPECT_LT(with, limit) << "waiters on trial a slowed trial b's commits (best of " << counted
+                         << " rounds)";
 
   ASSERT_TRUE(TrialOf("a").End().ok());
   for (auto& w : waiters) EXPECT_EQ(GetReason(w.get()), Reason::kNoMoreData);
