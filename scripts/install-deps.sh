@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config lld  # lld: links the tests ~5x faster than GNU ld
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libleveldb-dev libsnappy-dev libspdlog-dev zlib1g-dev libssl-dev libdeflate-dev
   libre2-dev libcpp-httplib-dev
