@@ -23,6 +23,12 @@ Configurations (``Config.name``):
 * ``agent losses``: the hook with its default collections (the losses
   alone), saving every step;
 * ``dry run``: the hook with ``dry_run=True``;
+* ``minimal hook``: the least any hook in Python can cost the training
+  process: the callbacks tensorkeep's hook registers for these collections
+  (a forward pre-hook on the model copying the parameters, a hook on each
+  parameter's gradient, a forward hook on the loss module), each doing
+  nothing but copying its tensor into a preallocated buffer; no step
+  counting, no save config, no hand-over;
 * ``hand-over``: ``agent`` with the training thread's CPU in the writer
   stream's add_record and end_step timed;
 * ``smdebug``: smdebug's own hook writing local files (``smd``: its
@@ -107,6 +113,8 @@ class Config:
             self.hook.register_loss(loss_fn)
             self.hook.set_mode(smd.modes.TRAIN)
         self.buffers = [np.empty(tuple(p.shape), np.float32) for p in self.m.params for _ in (0, 1)]
+        if name == "minimal hook":
+            self._register_minimal_hook(model, loss_fn)
         self.blocks: List[Block] = []  # the kept blocks, one a round
         self.close_s = 0.0
         self.handover_s = 0.0  # "hand-over": thread CPU in the stream's calls, kept blocks
@@ -159,6 +167,35 @@ class Config:
         self.drain()
         if keep:
             self.blocks.append(Block(wall, thread_cpu, copies, saved, proc))
+
+    def _register_minimal_hook(self, model, loss_fn) -> None:
+        """The ``minimal hook``'s callbacks: where tensorkeep's hook takes each
+        tensor (the parameters at the step's first forward, the gradients as
+        autograd computes them, the loss as its module returns it), a copy
+        into a buffer of this configuration's."""
+        import numpy as np
+
+        params = list(model.parameters())
+        weights, grads = self.buffers[0::2], self.buffers[1::2]
+        self.loss_buffer = loss_buffer = np.empty((), np.float32)
+
+        def pre(module, inputs):
+            for p, b in zip(params, weights):
+                np.copyto(b, p.detach().numpy())
+
+        def grad_hook(b):
+            def hook(g):
+                np.copyto(b, g.numpy())
+
+            return hook
+
+        def loss_hook(module, inputs, output):
+            np.copyto(loss_buffer, output.detach().numpy())
+
+        model.register_forward_pre_hook(pre)
+        for p, b in zip(params, grads):
+            p.register_hook(grad_hook(b))
+        loss_fn.register_forward_hook(loss_hook)
 
     def _saving(self) -> bool:
         """The step just run (or about to be ended) saved: tensorkeep's hook only."""

@@ -41,7 +41,7 @@ def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
         if not os.path.exists(os.path.join(bin_dir, b)):
             pytest.skip(f"{b} is not built in {bin_dir}")
     head = _git_head()
-    configs = ["no hook", "floor", "agent", "agent losses", "dry run", "hand-over"]
+    configs = ["no hook", "floor", "minimal hook", "agent", "agent losses", "dry run", "hand-over"]
     cmd = [sys.executable, str(BENCH / "agent_bench.py"), "--bin-dir", bin_dir, "--rounds", "2",
            "--block-steps", "4", "--block-warmup", "1", "--warmup", "2", "--peers", "", "--depth", "3"]
     if head is not None:
@@ -63,6 +63,7 @@ def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
     # in place (0 if the hook went past the wrapped stream methods).
     assert figures["snapshot_floor_ms"] > 0
     assert figures["handover_thread_cpu_ms"] > 0
+    assert any(line.startswith("minimal hook: process CPU over no hook / floor = ") for line in lines)
     # The other CPU's processes: the agent and the collector did the pushing.
     assert figures["agent_cpu_s"] > 0 and figures["collector_cpu_s"] > 0
     assert figures["agent_faults"] >= 0 and figures["collector_faults"] >= 0
@@ -129,3 +130,37 @@ def test_process_bench_runs_each_configuration_in_its_own_process(tmp_path):
     # Each round ran each configuration once, in a process of its own.
     assert out.stderr.count(" agent unpinned: ") == 2 and out.stderr.count(" no hook: ") == 2
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_the_minimal_hook_copies_each_saved_tensor_where_the_hook_takes_it():
+    """The ``minimal hook`` configuration, the least any Python hook costs, does
+    the copies it stands for: after a step its buffers hold the parameters as
+    the step's forward found them, the step's gradients and its loss."""
+    import numpy as np
+    import torch
+
+    import interleave
+    from mlp import Model
+
+    m = Model(depth=2)
+    config = interleave.Config("minimal hook", m, "127.0.0.1:1", "/nonexistent", None)
+    model = config.m
+    before = [p.detach().clone() for p in model.params]
+    loss = model.step()
+    weights, grads = config.buffers[0::2], config.buffers[1::2]
+    assert len(weights) == len(model.params) == 6
+    for b, p0, p in zip(weights, before, model.params):
+        np.testing.assert_array_equal(b, p0.numpy())
+        assert not np.array_equal(b, p.detach().numpy())  # the optimizer moved it since
+    for b, p in zip(grads, model.params):
+        np.testing.assert_array_equal(b, p.grad.numpy())
+        assert np.abs(b).sum() > 0
+    assert config.loss_buffer == np.float32(loss.item())
+    # A second step overwrites them with its own.
+    before = [p.detach().clone() for p in model.params]
+    model.x = torch.randn_like(model.x)
+    model.step()
+    for b, p0 in zip(weights, before):
+        np.testing.assert_array_equal(b, p0.numpy())
+    for b, p in zip(grads, model.params):
+        np.testing.assert_array_equal(b, p.grad.numpy())
