@@ -13,7 +13,9 @@ each, the order reversed every other round, every model stepping in each
 copy of a step's memory in turn, the agent and collector finishing a block's
 work untimed) are bench/interleave.py's: ``no hook``, ``floor`` (the copy of
 the saved tensors alone, the snapshot the training process cannot avoid),
-``agent`` (tensorkeep's hook handing over to tensorkeep-agent; the
+``shared floor`` (the same copy into a ring in shared memory that another
+process on the other CPU copies out, bench/shared_ring.py: the least a
+hand-over to another process costs), ``agent`` (tensorkeep's hook handing over to tensorkeep-agent; the
 in-process Python push it replaced measured +5.9-6.7 ms a step and ~3.5 ms
 of process CPU on this machine), ``agent 100`` (``save_interval=100``),
 ``agent losses`` (not by default: the hook's default collections, the losses
@@ -175,7 +177,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--smdebug", default=os.environ.get("SMDEBUG_SRC"),
                     help="a checkout of sagemaker-debugger 1.0.34 (default $SMDEBUG_SRC)")
-    ap.add_argument("--configs", default="no hook,floor,minimal hook,agent,agent 100,dry run,hand-over,smdebug",
+    ap.add_argument("--configs", default="no hook,floor,shared floor,minimal hook,agent,agent 100,dry run,hand-over,smdebug",
                     help="also: 'agent losses' (the hook's default collections, the losses alone)")
     ap.add_argument("--base", metavar="REV",
                     help="also run the client at git revision REV (bench/base_package.py): name its "
@@ -184,6 +186,9 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=0,
                     help="0: the MLP 784-256-10; N: N layers Linear(32, 32) + ReLU (bench/mlp.py), "
                          "where the hook's costs per tensor and per module show")
+    ap.add_argument("--shared-ring-mib", type=float, default=0,
+                    help="the 'shared floor' ring's size (default: the hook's ring, 32 MiB); a ring the "
+                         "reader keeps up with can be small, and a small one stays in the TLB")
     ap.add_argument("--peers", default="in-process",
                     help="'in-process': also run bin/in_process_writer, the C++ writer inside the "
                          "training process (the pybind11 shape's lower bound); '' for none")
@@ -260,7 +265,8 @@ def bench(args, address: str, work: str, note: str, procs: List[subprocess.Popen
     # and faulted in again at every step (docs/performance.md, R11).
     usage0 = [proc_usage(p.pid) for p in procs]
     runs = interleave.run(configs, address, work, smd, args.rounds, args.block_steps, args.block_warmup,
-                          args.warmup, depth=args.depth, base=base)
+                          args.warmup, depth=args.depth, base=base,
+                          shared_ring_bytes=int(args.shared_ring_mib * (1 << 20)) or None)
     usage = [(c1 - c0, f1 - f0) for (c0, f0), (c1, f1) in zip(usage0, (proc_usage(p.pid) for p in procs))]
     results = {c: runs[c].figures() for c in configs}
 
@@ -304,6 +310,21 @@ def bench(args, address: str, work: str, note: str, procs: List[subprocess.Popen
                 k = json_key(c)
                 print(f"{c}: process CPU over no hook / floor = "
                       f"{out[f'{k}_cpu_overhead_ms'] / out['snapshot_floor_ms']:.2f} (target <= 2)")
+        if "shared floor" in configs:
+            # What a hand-over to another process costs at least: the copy
+            # into memory the other CPU reads (its lines leave this CPU's
+            # cache), across a ring of the agent's size (more pages than the
+            # TLB holds).
+            k = "shared_floor_cpu_overhead_ms"
+            out["shared_floor_copy_ms"] = med("shared floor", "copy_ms")
+            out["shared_floor_ring_mib"] = runs["shared floor"].shared.ring / (1 << 20)
+            print(f"shared floor: the copy into the shared ring ({out['shared_floor_ring_mib']:g} MiB) "
+                  f"{out['shared_floor_copy_ms']:.3f} ms; process CPU "
+                  f"over no hook / floor = {out[k] / out['snapshot_floor_ms']:.2f} (the least a hand-over to "
+                  "another process costs)")
+            if "agent" in configs:
+                print(f"agent: process CPU over no hook / the shared floor's = "
+                      f"{out['agent_cpu_overhead_ms'] / out[k]:.2f}")
         if "minimal hook" in configs:
             # What the floor leaves out and no Python hook avoids: PyTorch
             # calling back into Python (the callbacks take it off its fast

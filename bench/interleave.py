@@ -17,6 +17,10 @@ Configurations (``Config.name``):
 * ``no hook``;
 * ``floor``: no hook, but the saved tensors copied once into preallocated
   buffers after each step (the snapshot the training process cannot avoid);
+* ``shared floor``: the same copy into a ring in shared memory, of the
+  agent's ring's size, that another process on the other CPU copies out
+  (bench/shared_ring.py): what any hand-over to another process costs at
+  least, with no protocol around it;
 * ``agent``: tensorkeep's hook saving weights, biases, gradients and the
   loss every step, handing over to tensorkeep-agent;
 * ``agent 100``: the same with ``save_interval=100``;
@@ -48,6 +52,7 @@ import uuid
 from typing import Callable, Dict, List, NamedTuple, Optional
 
 from mlp import Model, Storage
+from shared_ring import SharedRing
 from quiet import settle
 
 COLLECTIONS = ["weights", "biases", "gradients", "losses"]
@@ -76,7 +81,8 @@ class Config:
     """One configuration with its own copy of the round's model (and hook),
     run block after block between the others'."""
 
-    def __init__(self, name: str, m: Model, server: str, work: str, smd, base=None) -> None:
+    def __init__(self, name: str, m: Model, server: str, work: str, smd, base=None,
+                 shared_ring_bytes: Optional[int] = None) -> None:
         import numpy as np
 
         self.name = name
@@ -115,6 +121,13 @@ class Config:
         self.buffers = [np.empty(tuple(p.shape), np.float32) for p in self.m.params for _ in (0, 1)]
         if name == "minimal hook":
             self._register_minimal_hook(model, loss_fn)
+        self.shared: Optional[SharedRing] = None
+        if name == "shared floor":
+            from tensorkeep import _handover, writer
+
+            others = sorted(set(range(os.cpu_count() or 1)) - os.sched_getaffinity(0))
+            ring = shared_ring_bytes or _handover.ring_bytes_for(writer.DEFAULT_MAX_QUEUE_BYTES)
+            self.shared = SharedRing(ring, others[0] if others else None)
         self.blocks: List[Block] = []  # the kept blocks, one a round
         self.close_s = 0.0
         self.handover_s = 0.0  # "hand-over": thread CPU in the stream's calls, kept blocks
@@ -134,6 +147,7 @@ class Config:
         if self.kind == "hand-over" and self.hook._writer is not None and not self._timing:
             self._time_handover(self.hook._writer._stream)
         floor = self.kind == "floor"
+        shared = self.shared
         for _ in range(warmup):
             m.step()
         wall: List[float] = []
@@ -159,6 +173,13 @@ class Config:
                         np.copyto(self.buffers[k + 1], p.grad.numpy())
                         k += 2
                     float(loss)
+                copies.append(time.perf_counter() - t1)
+            elif shared is not None:
+                t1 = time.perf_counter()
+                with torch.no_grad():
+                    arrays = [t for p in m.params for t in (p.detach().numpy(), p.grad.numpy())]
+                    arrays.append(loss.detach().numpy())
+                    shared.put(arrays)
                 copies.append(time.perf_counter() - t1)
             wall.append(time.perf_counter() - t)
             thread_cpu.append(time.thread_time() - c)
@@ -227,11 +248,15 @@ class Config:
         configuration's block, which would otherwise pay for it."""
         if self.kind in HOOKED and self.kind != "dry run":
             self.hook.flush()
+        elif self.shared is not None:
+            self.shared.drain()
         elif self.name == "smdebug":
             time.sleep(0.05)
 
     def close(self) -> None:
         t = time.perf_counter()
+        if self.shared is not None:
+            self.shared.close()
         if self.hook is not None:
             if self.name == "smdebug":
                 self.hook._cleanup()
@@ -268,15 +293,16 @@ class Config:
 
 def run(configs: List[str], server: str, work: str, smd, rounds: int, block_steps: int,
         block_warmup: int, warmup: int, after_warmup: Optional[Callable[[], None]] = None,
-        depth: int = 0, base=None) -> Dict[str, Config]:
+        depth: int = 0, base=None, shared_ring_bytes: Optional[int] = None) -> Dict[str, Config]:
     """Runs ``configs`` (names above, "no hook" first) against the collector
     at ``server``, interleaved, on bench/mlp.py's Model(depth); returns each
     one's Config, closed, with its figures. ``after_warmup`` is called once
     every configuration has stepped (its writer, and the agent, started) and
     before the measured rounds. ``base``: the package `` @base``
-    configurations run (bench/base_package.py)."""
+    configurations run (bench/base_package.py). ``shared_ring_bytes``: the
+    ``shared floor``'s ring (default: the size of the hook's ring)."""
     m = Model(depth)
-    runs = {c: Config(c, m, server, work, smd, base) for c in configs}
+    runs = {c: Config(c, m, server, work, smd, base, shared_ring_bytes) for c in configs}
     # As many copies of the memory a step works in as configurations, each
     # configuration's model stepping in each of them in turn (bench/mlp.py: a
     # copy's placement alone moved a step by up to 0.10 ms).

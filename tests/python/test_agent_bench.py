@@ -41,7 +41,7 @@ def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
         if not os.path.exists(os.path.join(bin_dir, b)):
             pytest.skip(f"{b} is not built in {bin_dir}")
     head = _git_head()
-    configs = ["no hook", "floor", "minimal hook", "agent", "agent losses", "dry run", "hand-over"]
+    configs = ["no hook", "floor", "shared floor", "minimal hook", "agent", "agent losses", "dry run", "hand-over"]
     cmd = [sys.executable, str(BENCH / "agent_bench.py"), "--bin-dir", bin_dir, "--rounds", "2",
            "--block-steps", "4", "--block-warmup", "1", "--warmup", "2", "--peers", "", "--depth", "3"]
     if head is not None:
@@ -64,6 +64,10 @@ def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
     assert figures["snapshot_floor_ms"] > 0
     assert figures["handover_thread_cpu_ms"] > 0
     assert any(line.startswith("minimal hook: process CPU over no hook / floor = ") for line in lines)
+    # The shared floor's copy, into a ring of the hook's size (32 MiB by default).
+    assert figures["shared_floor_copy_ms"] > 0 and figures["shared_floor_ring_mib"] == 32
+    assert any(line.startswith("shared floor: the copy into the shared ring (32 MiB) ") for line in lines)
+    assert any(line.startswith("agent: process CPU over no hook / the shared floor's = ") for line in lines)
     # The other CPU's processes: the agent and the collector did the pushing.
     assert figures["agent_cpu_s"] > 0 and figures["collector_cpu_s"] > 0
     assert figures["agent_faults"] >= 0 and figures["collector_faults"] >= 0
@@ -164,3 +168,32 @@ def test_the_minimal_hook_copies_each_saved_tensor_where_the_hook_takes_it():
         np.testing.assert_array_equal(b, p0.numpy())
     for b, p in zip(grads, model.params):
         np.testing.assert_array_equal(b, p.grad.numpy())
+
+
+def test_the_shared_floor_hands_each_step_to_a_reader_on_another_process():
+    """The ``shared floor`` (bench/shared_ring.py) does the hand-over it
+    stands for: another process copies each step out of the shared ring,
+    byte for byte, also once the ring has wrapped several times; a step that
+    does not fit is refused; closing stops the reader."""
+    import numpy as np
+
+    from shared_ring import SharedRing
+
+    rng = np.random.default_rng(7)
+    ring = SharedRing(64 << 10, None)
+    try:
+        with pytest.raises(ValueError, match="does not fit"):
+            ring.put([np.zeros(65 << 10, np.uint8)])
+        offsets = set()
+        for step in range(40):
+            arrays = [rng.standard_normal((n,)).astype(np.float32) for n in (1000 + step, 37, 3000)]
+            arrays.append(np.float32(step).reshape(()))
+            ring.put(arrays)
+            ring.drain()
+            offsets.add(ring.last[0])
+            assert ring.taken() == b"".join(a.tobytes() for a in arrays), step
+        # ~16 KB a step in 64 KiB: the ring wrapped, and steps started at several offsets.
+        assert ring.pos > 8 * (64 << 10) and len(offsets) > 3
+    finally:
+        ring.close()
+    assert ring.reader.returncode == 0
