@@ -171,3 +171,33 @@ def test_no_refresh_freezes_listings_and_refresh_unfreezes(trial_url):
     assert sorted(x.values()) == [0, 1, 2, 3, 4]
     assert t.tensor_names() == ["x", "y"]
     w.close()
+
+
+def test_a_trial_left_open_is_closed_at_exit_before_the_interpreter_tears_down(trial_url, tmp_path):
+    """A script that reads a trial and ends without closing it: its channels
+    (the trial's and the one values() opened) are closed by an atexit
+    handler, while the interpreter is whole, not by Trial.__del__ during
+    finalization, where gRPC can deadlock. The script records each channel
+    close and whether the interpreter was finalizing then."""
+    import subprocess
+    import sys
+
+    tkdata.write_job(trial_url)
+    log = tmp_path / "closes.txt"
+    script = f"""
+import sys, grpc, grpc._channel
+from tensorkeep.trials import create_trial
+closes = open({str(log)!r}, "w")
+orig = grpc._channel.Channel.close
+def close(self):
+    closes.write(f"finalizing={{sys.is_finalizing()}}\\n"); closes.flush()
+    return orig(self)
+grpc._channel.Channel.close = close
+t = create_trial({trial_url!r})
+assert "layer1.weight" in t.tensor_names()
+assert len(t.tensor("layer1.weight").values()) > 0
+kept = [t]  # still referenced when the script ends
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert log.read_text().splitlines() == ["finalizing=False", "finalizing=False"]

@@ -14,10 +14,12 @@ Thread safety: a Trial may be used from several threads; ``no_refresh`` and
 ``refresh`` affect every thread using it.
 """
 
+import atexit
 import difflib
 import logging
 import re
 import time
+import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import grpc
@@ -113,6 +115,7 @@ class Trial:
         self._bulk_channel: Optional[grpc.Channel] = None  # for values; made on first use
         self._closed = False
         self._bulk_stub: Any = None
+        _open_trials[id(self)] = self
         self._tensors: Dict[str, Tensor] = {}
         self._step_maps: Dict[Tuple[int, int], Any] = {}
         # no_refresh/refresh: a stack of previous states; the trial as of the
@@ -702,6 +705,7 @@ class Trial:
     def close(self) -> None:
         """Releases the connections to the collector. The Trial is unusable afterwards."""
         self._closed = True
+        _open_trials.pop(id(self), None)
         for ch in (self.__dict__.pop("_channel", None), self.__dict__.pop("_bulk_channel", None)):
             if ch is not None:
                 ch.close()
@@ -922,6 +926,29 @@ class Trial:
             self._bulk_channel = _channel.open_channel(self.address.target, bulk=True)
             self._bulk_stub = _channel.pb_grpc.TensorKeepStub(self._bulk_channel)
         return getattr(self._bulk_stub, rpc)(req)
+
+
+# Trials not closed yet, closed at interpreter exit by _close_open_trials.
+# Keyed by id: a WeakSet would use Trial's __eq__, and keep one of two
+# Trials of the same name and path.
+_open_trials: "weakref.WeakValueDictionary[int, Trial]" = weakref.WeakValueDictionary()
+
+
+@atexit.register
+def _close_open_trials() -> None:
+    """Closes, at interpreter exit, the channels of the Trials still open (a
+    script that reads a trial and ends without closing it). Left to
+    Trial.__del__, they were closed while the interpreter tore itself down,
+    and gRPC can deadlock there: a script that read 40 MB and exited hung in
+    Py_FinalizeEx, in gRPC's Cython layer calling back into Python and
+    waiting on a lock, once in ~17 runs (grpc/grpc#17001 and #42247 describe
+    deadlocks of that kind). atexit runs before that, with the interpreter
+    and gRPC's threads still whole."""
+    for trial in list(_open_trials.values()):
+        try:
+            trial.close()
+        except Exception:  # noqa: BLE001 - one Trial's failure must not keep the others open
+            logger.debug("tensorkeep: closing %s at exit failed", trial, exc_info=True)
 
 
 class _StepMap:
