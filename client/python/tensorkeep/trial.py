@@ -941,7 +941,7 @@ def _close_open_trials() -> None:
     were torn down with the interpreter (by Trial.__del__ or gRPC's own
     finalizers), and gRPC can deadlock there: a script that read 40 MB and exited hung in
     Py_FinalizeEx, in gRPC's Cython layer calling back into Python and
-    waiting on a lock, once in ~17 runs (grpc/grpc#17001 and #42247 describe
+    waiting on a lock, twice in ~20 runs (grpc/grpc#17001 and #42247 describe
     deadlocks of that kind). atexit runs before that, with the interpreter
     and gRPC's threads still whole."""
     for trial in list(_open_trials.values()):
