@@ -177,7 +177,7 @@ class Config:
             elif shared is not None:
                 t1 = time.perf_counter()
                 with torch.no_grad():
-                    arrays = [t for p in m.params for t in (p.detach().numpy(), p.grad.numpy())]
+                    arrays = [a for p in m.params for a in (p.detach().numpy(), p.grad.numpy())]
                     arrays.append(loss.detach().numpy())
                     shared.put(arrays)
                 copies.append(time.perf_counter() - t1)

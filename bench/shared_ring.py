@@ -13,7 +13,7 @@ hand-over does (``mmap`` slice assignment), the same ring size.
     SharedRing(ring_bytes, cpu)   # starts the reader (this file run as a script)
     ring.put(arrays)              # one step's copy; waits for room if the reader is behind
     ring.drain(timeout)           # until the reader has taken everything
-    ring.taken(n)                 # the reader's copy of the last n bytes put
+    ring.taken()                  # the reader's copy of the last put (after drain)
     ring.close()
 
 Header: the producer's head at offset 0, the reader's consumed position at

@@ -939,11 +939,11 @@ def _close_open_trials() -> None:
     """Closes, at interpreter exit, the channels of the Trials still open (a
     script that reads a trial and ends without closing it). Left open, they
     were torn down with the interpreter (by Trial.__del__ or gRPC's own
-    finalizers), and gRPC can deadlock there: a script that read 40 MB and exited hung in
-    Py_FinalizeEx, in gRPC's Cython layer calling back into Python and
-    waiting on a lock, twice in ~20 runs (grpc/grpc#17001 and #42247 describe
-    deadlocks of that kind). atexit runs before that, with the interpreter
-    and gRPC's threads still whole."""
+    finalizers), and gRPC can deadlock there: a script that read 40 MB and
+    exited hung in Py_FinalizeEx, in gRPC's Cython layer calling back into
+    Python and waiting on a lock, twice in ~20 runs (grpc/grpc#17001 and
+    #42247 describe deadlocks of that kind). atexit runs before that, with
+    the interpreter and gRPC's threads still whole."""
     for trial in list(_open_trials.values()):
         try:
             trial.close()
