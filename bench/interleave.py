@@ -49,7 +49,7 @@ import os
 import statistics
 import time
 import uuid
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from mlp import Model, Storage
 from shared_ring import SharedRing
@@ -129,6 +129,7 @@ class Config:
             ring = shared_ring_bytes or _handover.ring_bytes_for(writer.DEFAULT_MAX_QUEUE_BYTES)
             self.shared = SharedRing(ring, others[0] if others else None)
         self.blocks: List[Block] = []  # the kept blocks, one a round
+        self.quiet_cost_ms: Optional[float] = None  # quiet_cost, when run asked for it
         self.close_s = 0.0
         self.handover_s = 0.0  # "hand-over": thread CPU in the stream's calls, kept blocks
         self.handover_steps = 0
@@ -293,14 +294,17 @@ class Config:
 
 def run(configs: List[str], server: str, work: str, smd, rounds: int, block_steps: int,
         block_warmup: int, warmup: int, after_warmup: Optional[Callable[[], None]] = None,
-        depth: int = 0, base=None, shared_ring_bytes: Optional[int] = None) -> Dict[str, Config]:
+        depth: int = 0, base=None, shared_ring_bytes: Optional[int] = None,
+        quiet_costs: Sequence[str] = ()) -> Dict[str, Config]:
     """Runs ``configs`` (names above, "no hook" first) against the collector
     at ``server``, interleaved, on bench/mlp.py's Model(depth); returns each
     one's Config, closed, with its figures. ``after_warmup`` is called once
     every configuration has stepped (its writer, and the agent, started) and
     before the measured rounds. ``base``: the package `` @base``
     configurations run (bench/base_package.py). ``shared_ring_bytes``: the
-    ``shared floor``'s ring (default: the size of the hook's ring)."""
+    ``shared floor``'s ring (default: the size of the hook's ring).
+    ``quiet_costs``: hooked configurations whose quiet_cost is measured after
+    the rounds (``Config.quiet_cost_ms``)."""
     m = Model(depth)
     runs = {c: Config(c, m, server, work, smd, base, shared_ring_bytes) for c in configs}
     # As many copies of the memory a step works in as configurations, each
@@ -321,6 +325,8 @@ def run(configs: List[str], server: str, work: str, smd, rounds: int, block_step
         for c in order:
             storage = storages[(configs.index(c) + r) % len(storages)]
             runs[c].block(block_steps, keep=True, storage=storage, warmup=block_warmup)
+    for c in quiet_costs:
+        runs[c].quiet_cost_ms = quiet_cost(runs[c], storages[configs.index(c)])
     for c in configs:
         runs[c].close()
     return runs
@@ -340,23 +346,92 @@ def amortized_overhead(runs: Dict[str, Config], c: str) -> float:
     """c's wall overhead over no hook (ms a step) for a configuration that
     saves one step in many: the typical step's (the median over rounds of the
     round's difference of median steps, the steps that saved and the steps
-    after them left out) plus those steps' excess over their block's median
-    step, spread over every step. Less noisy than the mean over rounds: the
-    blocks with a saved step are a fraction of the rounds, and one slow
-    block of either configuration moves a mean."""
+    after them left out) plus saving_excess. Less noisy than the mean over
+    rounds: the blocks with a saved step are a fraction of the rounds, and
+    one slow block of either configuration moves a mean. The typical step's
+    part compares two copies of the model, which differ by up to ±0.1 ms a
+    step on this VM; quiet_cost measures it on one model."""
     diffs: List[float] = []
+    for block, base_block in zip(runs[c].blocks, runs["no hook"].blocks):
+        plain = [w for w, s in zip(block.wall, block.saved) if not s]
+        if plain:
+            diffs.append(statistics.median(plain) - statistics.median(base_block.wall))
+    return 1e3 * statistics.median(diffs) + saving_excess(runs, c)
+
+
+def saving_excess(runs: Dict[str, Config], c: str) -> float:
+    """What c's saving steps and the steps after them (which end them) take
+    over their block's median other step, spread over every step (ms a step,
+    wall): measured within c's own blocks, on its own model."""
     excess = 0.0
     steps = 0
-    for block, base_block in zip(runs[c].blocks, runs["no hook"].blocks):
-        walls, saved, base = block.wall, block.saved, base_block.wall
-        plain = [w for w, s in zip(walls, saved) if not s]
-        steps += len(walls)
-        if not plain:
-            continue
-        typical = statistics.median(plain)
-        diffs.append(typical - statistics.median(base))
-        excess += sum(w - typical for w, s in zip(walls, saved) if s)
-    return 1e3 * (statistics.median(diffs) + excess / max(1, steps))
+    for block in runs[c].blocks:
+        steps += len(block.wall)
+        plain = [w for w, s in zip(block.wall, block.saved) if not s]
+        if plain:
+            typical = statistics.median(plain)
+            excess += sum(w - typical for w, s in zip(block.wall, block.saved) if s)
+    return 1e3 * excess / max(1, steps)
+
+
+def quiet_cost(config: Config, storage: Storage, pairs: int = 1000, steps: int = 1,
+               max_untimed: int = 1000) -> float:
+    """What tensorkeep's hook costs a step that saves nothing (ms, wall), on
+    ``config``'s own model and ``storage``: ``pairs`` pairs of ``steps``-step
+    blocks, the hook's root forward pre-hook attached in one block and
+    detached in the other (which first alternating), every block within a
+    quiet stretch (the saving steps, and the steps that end them, are run
+    untimed in between, and the agent and collector finish their work before
+    the next pair). Detached, the model steps as one without a hook: in a
+    quiet stretch the hook has no other callback attached
+    (Hook._sync_step_hooks). The median of the pairs' differences. Across
+    two copies of the model the typical step differs by up to ±0.1 ms here
+    (amortized_overhead's first part), the quiet step's cost is a few µs.
+    ValueError when no quiet stretch of ``steps`` steps comes within
+    ``max_untimed`` steps (a hook that saves every step has none)."""
+    hook, m = config.hook, config.m
+    m.use(storage)
+    module = m.module
+
+    def quiet_ahead() -> bool:
+        # The next `steps` forwards take the quiet path of forward_pre_hook.
+        ms = hook._mode_steps[hook._mode]
+        return (
+            ms + steps < hook._quiet_until
+            and not (hook._wrote_step or hook._scalar_cache or hook._pending or hook._reduced)
+            and hook.prepared_collections
+        )
+
+    def block() -> float:
+        t = time.perf_counter()
+        for _ in range(steps):
+            m.step()
+        return (time.perf_counter() - t) / steps
+
+    diffs: List[float] = []
+    for i in range(pairs):
+        moved = 0
+        while not quiet_ahead():
+            if moved == max_untimed:
+                raise ValueError(f"no stretch of {steps} steps that save nothing within {max_untimed} steps: "
+                                 "quiet_cost measures a hook that saves one step in many")
+            m.step()
+            moved += 1
+        if moved:
+            config.drain()
+        attached = detached = 0.0
+        for on in ((True, False) if i % 2 == 0 else (False, True)):
+            if on:
+                attached = block()
+            else:
+                handle = hook._handles.pop()  # the root pre-hook (Hook.register_module)
+                handle.remove()
+                try:
+                    detached = block()
+                finally:
+                    hook._handles.append(module.register_forward_pre_hook(hook.forward_pre_hook))
+        diffs.append(attached - detached)
+    return 1e3 * statistics.median(diffs)
 
 
 def mean_overhead(runs: Dict[str, Config], c: str, k: int = 1) -> float:

@@ -41,7 +41,8 @@ def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
         if not os.path.exists(os.path.join(bin_dir, b)):
             pytest.skip(f"{b} is not built in {bin_dir}")
     head = _git_head()
-    configs = ["no hook", "floor", "shared floor", "minimal hook", "agent", "agent losses", "dry run", "hand-over"]
+    configs = ["no hook", "floor", "shared floor", "minimal hook", "agent", "agent 100", "agent losses", "dry run",
+               "hand-over"]
     cmd = [sys.executable, str(BENCH / "agent_bench.py"), "--bin-dir", bin_dir, "--rounds", "2",
            "--block-steps", "4", "--block-warmup", "1", "--warmup", "2", "--peers", "", "--depth", "3"]
     if head is not None:
@@ -68,6 +69,11 @@ def test_configurations_report_and_base_runs_the_other_commit(tmp_path):
     assert figures["shared_floor_copy_ms"] > 0 and figures["shared_floor_ring_mib"] == 32
     assert any(line.startswith("shared floor: the copy into the shared ring (32 MiB) ") for line in lines)
     assert any(line.startswith("agent: process CPU over no hook / the shared floor's = ") for line in lines)
+    # save_interval=100 on its own model: the quiet step's cost and the saving steps' excess.
+    assert math.isfinite(figures["agent_100_quiet_ms"]) and figures["agent_100_saving_excess_ms"] >= 0
+    assert figures["agent_100_same_model_overhead_ms"] == pytest.approx(
+        figures["agent_100_quiet_ms"] + figures["agent_100_saving_excess_ms"])
+    assert any(line.startswith("agent 100: ") and "on its own model" in line for line in lines)
     # The other CPU's processes: the agent and the collector did the pushing.
     assert figures["agent_cpu_s"] > 0 and figures["collector_cpu_s"] > 0
     assert figures["agent_faults"] >= 0 and figures["collector_faults"] >= 0
@@ -197,3 +203,65 @@ def test_the_shared_floor_hands_each_step_to_a_reader_on_another_process():
     finally:
         ring.close()
     assert ring.reader.returncode == 0
+
+
+def _dry_hook_config(save_interval: int):
+    """What interleave.quiet_cost uses of a configuration (its hook, model and
+    drain), with a dry-run hook (no agent) on a small model."""
+    import types
+
+    import torch
+    import tensorkeep.pytorch as tkp
+    from tensorkeep import modes
+    from mlp import Model
+
+    torch.set_num_threads(1)
+    m = Model(depth=2)
+    hook = tkp.Hook("tensorkeep://127.0.0.1:1/quiet-cost", save_config=tkp.SaveConfig(save_interval=save_interval),
+                    include_collections=["weights", "gradients", "losses"], dry_run=True)
+    hook.register_module(m.module)
+    hook.register_loss(m.loss_fn)
+    hook.set_mode(modes.TRAIN)
+    return types.SimpleNamespace(hook=hook, m=m, drain=lambda: None)
+
+
+def test_quiet_cost_measures_what_the_hook_adds_to_a_step_that_saves_nothing():
+    """interleave.quiet_cost, the same-model half of agent_bench's
+    save_interval=100 figure: a pre-hook made 0.3 ms slower reads ~0.3 ms;
+    the hook as it is reads a few µs (its quiet path), not the ±0.1 ms by
+    which two copies of a model differ."""
+    import time
+
+    import interleave
+    from mlp import Storage
+
+    config = _dry_hook_config(100)
+    hook, module = config.hook, config.m.module
+    plain = interleave.quiet_cost(config, Storage(config.m), pairs=300)
+    assert abs(plain) < 0.05, f"the quiet step reads {plain:.4f} ms"
+    real = hook.forward_pre_hook
+
+    def slow(mod, inputs):
+        end = time.perf_counter() + 3e-4
+        while time.perf_counter() < end:
+            pass
+        return real(mod, inputs)
+
+    hook._handles.pop().remove()
+    hook.forward_pre_hook = slow
+    hook._handles.append(module.register_forward_pre_hook(hook.forward_pre_hook))
+    slowed = interleave.quiet_cost(config, Storage(config.m), pairs=300)
+    assert 0.25 < slowed - plain < 0.4, f"0.3 ms more in the pre-hook read {slowed - plain:.4f} ms"
+    # Steps went on counting: the hook saw every attached step, none detached.
+    assert len(hook._handles) == 1 and len(module._forward_pre_hooks) == 1
+    hook.close()
+
+
+def test_quiet_cost_refuses_a_hook_that_saves_every_step():
+    import interleave
+    from mlp import Storage
+
+    config = _dry_hook_config(1)
+    with pytest.raises(ValueError, match="saves one step in many"):
+        interleave.quiet_cost(config, Storage(config.m), pairs=2, max_untimed=20)
+    config.hook.close()
